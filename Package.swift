@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .executable(name: "placed", targets: ["placed"]),
         .executable(name: "placectl", targets: ["placectl"]),
+        .executable(name: "placed-bench", targets: ["placed-bench"]),
     ],
     targets: [
         // C libraries from Debian: module map + shim.h, no logic.
@@ -17,13 +18,27 @@ let package = Package(
         // Pure logic: geodesy, fixes, distance filter, places, index, ranking. No C, no I/O.
         .target(name: "PlacedCore"),
 
-        // Typed Swift wrappers over libsystemd: event loop, notify, journal.
-        .target(name: "PlacedSystem", dependencies: ["CSystemd"]),
+        // OpenStreetMap .osm.pbf decoding and place selection.
+        .target(name: "PlacedOSM", dependencies: ["PlacedCore", "CZlib"]),
+        // SQLite: places, selections, counts, last marker.
+        .target(name: "PlacedStore", dependencies: ["PlacedCore", "CSQLite"]),
+        // Typed Swift wrappers over libsystemd: event loop, notify, journal, sd-bus; the varlink server.
+        .target(name: "PlacedSystem", dependencies: ["PlacedCore", "CSystemd"]),
+        // gpsd client over libgps.
+        .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"]),
+        // The daemon: one context wiring source, filter, ranker, store and the two interfaces.
+        .target(name: "PlacedDaemon", dependencies: ["PlacedCore", "PlacedSystem", "PlacedGPS", "PlacedStore"]),
 
-        .executableTarget(name: "placed", dependencies: ["PlacedCore", "PlacedSystem"]),
-        .executableTarget(name: "placectl", dependencies: ["PlacedCore"]),
+        .executableTarget(name: "placed", dependencies: ["PlacedDaemon"]),
+        .executableTarget(name: "placectl", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore"]),
+        // Benchmarks: `placed-bench NAME` (release build) prints figures.
+        .executableTarget(
+            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite"]),
 
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore"]),
+        .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM"]),
+        .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore"]),
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
+        .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
     ]
 )

@@ -1,0 +1,5 @@
+import PlacedCore
+import CSQLite
+
+/// Namespace for the SQLite store.
+public enum Store {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import PlacedGPS
+
+@Test func PlacedGPSBuilds() { #expect(Bool(true)) }

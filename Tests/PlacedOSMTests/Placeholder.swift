@@ -1,0 +1,4 @@
+import Testing
+@testable import PlacedOSM
+
+@Test func PlacedOSMBuilds() { #expect(Bool(true)) }

@@ -1,0 +1,4 @@
+import Testing
+@testable import PlacedStore
+
+@Test func PlacedStoreBuilds() { #expect(Bool(true)) }
