@@ -1,7 +1,27 @@
 import PlacedDaemon
+import PlacedSystem
 
-if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) {
-    print("usage: placed [--help]\n\nplaced: which place is this device at? (daemon; see placed(8))")
-} else {
-    print("placed: not yet wired")
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let command: PlacedCommand
+do {
+  command = try Configuration.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+  writeAll(2, "placed: \(error)\nTry 'placed --help'.\n")
+  exit(2)
+}
+
+switch command {
+case .help:
+  print(Configuration.usage)
+case .run(let configuration):
+  do {
+    let daemon = try Daemon(configuration: configuration)
+    exit(try daemon.run())
+  } catch {
+    Log.error("\(error)")
+    exit(1)
+  }
 }
