@@ -1,12 +1,11 @@
 // placed-bench: the project's benchmarks. Build release, run `placed-bench NAME [options]`.
 // Each benchmark prints its figures; `placed-bench all` runs them in turn.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// name → (one-line description, run with the remaining arguments).
-let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
-]
+let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = []
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments[0] == "--help" || arguments[0] == "-h" {
@@ -29,5 +28,7 @@ for b in selected {
 }
 
 extension String {
-    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
+    func padding(_ width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
 }
