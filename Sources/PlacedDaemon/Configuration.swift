@@ -8,11 +8,25 @@ public struct Configuration: Sendable, Equatable {
         case fixed(Coordinate, accuracy: Double)
     }
 
+    public enum SourceKind: String, Sendable, Equatable {
+        case gpsd, `static`
+    }
+
+    public struct StaticPosition: Sendable, Equatable {
+        public var coordinate: Coordinate
+        /// Metres.
+        public var accuracy: Double
+    }
+
     public enum Bus: String, Sendable, Equatable {
         case system, session, none
     }
 
-    public var source: Source = .gpsd(host: "localhost", port: "2947")
+    public var sourceKind: SourceKind = .gpsd
+    public var gpsdHost = "localhost"
+    public var gpsdPort = "2947"
+    /// Required when `sourceKind` is `.static`.
+    public var staticPosition: StaticPosition?
     /// Metres; 0 means every fix is a move.
     public var distanceFilter: Double = 50
     /// Seconds without any data from gpsd before it is considered gone.
@@ -23,6 +37,19 @@ public struct Configuration: Sendable, Equatable {
     public var configFile = "/etc/placed/placed.conf"
 
     public init() {}
+
+    /// The source to start, or why the configuration names none.
+    public func resolvedSource() throws(UsageError) -> Source {
+        switch sourceKind {
+        case .gpsd:
+            return .gpsd(host: gpsdHost, port: gpsdPort)
+        case .static:
+            guard let staticPosition else {
+                throw UsageError("a static source needs a position (StaticPosition= or --static LAT,LON[,ACC])")
+            }
+            return .fixed(staticPosition.coordinate, accuracy: staticPosition.accuracy)
+        }
+    }
 }
 
 /// A command line that cannot be understood: exit status 2.
@@ -78,9 +105,11 @@ extension Configuration {
             case "-h", "--help":
                 return .help
             case "--gpsd":
-                configuration.source = try parseEndpoint(try value(for: flag))
+                (configuration.gpsdHost, configuration.gpsdPort) = try parseEndpoint(try value(for: flag))
+                configuration.sourceKind = .gpsd
             case "--static":
-                configuration.source = try parseStatic(try value(for: flag))
+                configuration.staticPosition = try parseStatic(try value(for: flag))
+                configuration.sourceKind = .static
             case "--distance-filter":
                 configuration.distanceFilter = try parseNumber(try value(for: flag), flag, minimum: 0)
             case "--gpsd-timeout":
@@ -104,7 +133,7 @@ extension Configuration {
         return .run(configuration)
     }
 
-    static func parseEndpoint(_ text: String) throws(UsageError) -> Source {
+    static func parseEndpoint(_ text: String) throws(UsageError) -> (host: String, port: String) {
         // HOST, HOST:PORT, or [IPv6]:PORT
         var host = text
         var port = "2947"
@@ -119,10 +148,10 @@ extension Configuration {
         guard !host.isEmpty, let number = Int(port), (1...65535).contains(number) else {
             throw UsageError("--gpsd expects HOST:PORT with a port from 1 to 65535, not '\(text)'")
         }
-        return .gpsd(host: host, port: port)
+        return (host, port)
     }
 
-    static func parseStatic(_ text: String) throws(UsageError) -> Source {
+    static func parseStatic(_ text: String) throws(UsageError) -> StaticPosition {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Double($0) }
         guard parts.count == 2 || parts.count == 3, let lat = parts[0], let lon = parts[1] else {
             throw UsageError("--static expects LAT,LON[,ACC] in degrees and metres, not '\(text)'")
@@ -136,7 +165,7 @@ extension Configuration {
         guard let accuracy, accuracy.isFinite, accuracy >= 0 else {
             throw UsageError("--static: accuracy must be a number of metres >= 0, not '\(text)'")
         }
-        return .fixed(coordinate, accuracy: accuracy)
+        return StaticPosition(coordinate: coordinate, accuracy: accuracy)
     }
 
     static func parseNumber(_ text: String, _ flag: String, minimum: Double) throws(UsageError)

@@ -40,15 +40,15 @@ public final class Daemon {
                     loop.exit(0)
                 })
         }
-        startSource()
+        try startSource()
         Log.info("started; distance filter \(configuration.distanceFilter.formatted(decimals: 1)) m")
         let status = try loop.run()
         gpsd?.stop()
         return status
     }
 
-    private func startSource() {
-        switch configuration.source {
+    private func startSource() throws {
+        switch try configuration.resolvedSource() {
         case .gpsd(let host, let port):
             let source = GPSDSource(
                 loop: loop,

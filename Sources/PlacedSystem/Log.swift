@@ -29,6 +29,10 @@ public enum Log {
     nonisolated(unsafe) public static var minimumPriority: LogPriority = .info
     nonisolated(unsafe) public static var identifier = "placed"
 
+    /// With PLACED_LOG_TIMESTAMPS set, terminal lines start with the wall-clock time in seconds and
+    /// microseconds, as `gpspipe -uu` prints them, so latencies can be compared across programs.
+    public static let timestamps = getenv("PLACED_LOG_TIMESTAMPS") != nil
+
     public static func error(_ message: String) { log(.error, message) }
     public static func warning(_ message: String) { log(.warning, message) }
     public static func notice(_ message: String) { log(.notice, message) }
@@ -51,7 +55,7 @@ public enum Log {
                 case .warning: "warning: "
                 default: ""
                 }
-            let line = "\(identifier): \(prefix)\(message)\n"
+            let line = "\(timestamps ? realtimeStamp() + " " : "")\(identifier): \(prefix)\(message)\n"
             writeAll(2, line)
         }
     }
@@ -72,6 +76,14 @@ public enum Log {
             return sd_journal_sendv(vectors, Int32(vectors.count))
         }
     }
+}
+
+private func realtimeStamp() -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    var micros = String(now.tv_nsec / 1000)
+    while micros.count < 6 { micros = "0" + micros }
+    return "\(now.tv_sec).\(micros)"
 }
 
 /// Writes the whole string to a file descriptor, unbuffered: a log line is never lost in a stdio
