@@ -1,5 +1,6 @@
 import PlacedCore
 import PlacedOSM
+import PlacedStore
 
 // placed-bench import: .osm.pbf → places, beside `osmium export` of the same file in the same run.
 #if canImport(Glibc)
@@ -28,29 +29,40 @@ func runImportBenchmark(_ arguments: [String]) throws {
     }
     files.append(try SyntheticExtract.path(nodes: 1_500_000))
   }
-  print("import: best of \(runs) runs; osmium = `osmium export -f geojsonseq` of the same file")
   print(
-    "file                          elements   placed s  elements/s   osmium s  elements/s  ratio   places"
-  )
+    "import: best of \(runs) interleaved runs. read = .osm.pbf → [Place]; +db = read and"
+      + " PlaceDatabase.replace; osmium = `osmium export -f geojsonseq` of the same file")
+  print(
+    "file                        elements  places   read s  +db s  osmium s   read el/s   +db el/s"
+      + "  osmium el/s  read/osm  +db/osm")
+  let database = "/tmp/placed-bench-import.db"
+  defer { unlink(database) }
   for file in files {
-    var best = Double.infinity
-    var bestOsmium = Double.infinity
+    var read = Double.infinity
+    var withDatabase = Double.infinity
+    var osmium = Double.infinity
     var extract: PlaceExtract?
-    for _ in 0..<runs {  // interleaved, so both see the same machine load
+    for _ in 0..<runs {  // interleaved, so all three see the same machine load
       let start = monotonicSeconds()
       extract = try OSM.extractPlaces(path: file)
-      best = min(best, monotonicSeconds() - start)
-      bestOsmium = min(bestOsmium, try timeOsmiumExport(file))
+      let decoded = monotonicSeconds()
+      try PlaceDatabase.replace(at: database, with: extract!.places)
+      read = min(read, decoded - start)
+      withDatabase = min(withDatabase, monotonicSeconds() - start)
+      osmium = min(osmium, try timeOsmiumExport(file))
     }
     let elements = Double(extract!.statistics.elements)
-    let name = String(file.split(separator: "/").last ?? "")
+    func rate(_ seconds: Double) -> String { Int(elements / seconds).description }
+    func ratio(_ seconds: Double) -> String { "\((osmium / seconds).formatted(decimals: 2))x" }
     print(
-      name.padding(28), String(extract!.statistics.elements).leftPadding(10),
-      best.formatted(decimals: 3).leftPadding(10), Int(elements / best).description.leftPadding(11),
-      bestOsmium.formatted(decimals: 3).leftPadding(10),
-      Int(elements / bestOsmium).description.leftPadding(11),
-      "\((bestOsmium / best).formatted(decimals: 2))x".leftPadding(6),
-      String(extract!.places.count).leftPadding(8))
+      String(file.split(separator: "/").last ?? "").padding(26),
+      String(extract!.statistics.elements).leftPadding(9),
+      String(extract!.places.count).leftPadding(7),
+      read.formatted(decimals: 3).leftPadding(8),
+      withDatabase.formatted(decimals: 3).leftPadding(6),
+      osmium.formatted(decimals: 3).leftPadding(9), rate(read).leftPadding(11),
+      rate(withDatabase).leftPadding(10), rate(osmium).leftPadding(12), ratio(read).leftPadding(9),
+      ratio(withDatabase).leftPadding(8))
   }
 }
 
