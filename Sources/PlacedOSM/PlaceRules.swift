@@ -56,8 +56,8 @@ enum PlaceRules {
   static func role(ofKey key: UnsafeRawBufferPointer) -> UInt8 {
     // Every key the rules read is 4...16 bytes long: most keys are rejected without a compare.
     guard (4...16).contains(key.count) else { return ignored }
-    for (index, main) in mainKeys.enumerated() where equal(key, main.key) { return UInt8(index) }
-    for (index, other) in otherKeys.enumerated() where equal(key, other) {
+    for (index, main) in mainKeys.enumerated() where key.equals(main.key) { return UInt8(index) }
+    for (index, other) in otherKeys.enumerated() where key.equals(other) {
       return building + UInt8(index)
     }
     return ignored
@@ -67,14 +67,8 @@ enum PlaceRules {
   static func qualifies(role: UInt8, value: UnsafeRawBufferPointer) -> Bool {
     guard !value.isEmpty else { return false }
     let rule = mainKeys[Int(role)]
-    if let allowed = rule.allowed { return allowed.contains { equal(value, $0) } }
-    return !rule.excluded.contains { equal(value, $0) }
-  }
-
-  static func equal(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
-    bytes.count == literal.utf8CodeUnitCount
-      && bytes.elementsEqual(
-        UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    if let allowed = rule.allowed { return allowed.contains { value.equals($0) } }
+    return !rule.excluded.contains { value.equals($0) }
   }
 }
 
@@ -112,7 +106,7 @@ struct PlaceTags {
       }
     }
     if kind == nil, isWay, let value = value(PlaceRules.building, in: strings), !value.isEmpty,
-      !PlaceRules.equal(value, "no")
+      !value.equals("no")
     {
       kind = "building=\(text(value))"
     }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Why a protobuf message did not decode; the caller names the file and blob (OSMError.corruptBlob).
 struct ProtobufError: Error, Equatable {
   let reason: String
@@ -125,21 +129,16 @@ struct ProtobufReader {
 
 extension ProtobufReader {
   /// Bytes equal to an ASCII literal, without making a String.
-  func equals(_ literal: StaticString) -> Bool {
-    remaining == literal.utf8CodeUnitCount
-      && memcmpEqual(position, literal.utf8Start, remaining)
-  }
+  func equals(_ literal: StaticString) -> Bool { bytes.equals(literal) }
 
   /// UTF-8 text (invalid sequences become U+FFFD, as OSM data should never contain them).
   var string: String { String(decoding: bytes, as: UTF8.self) }
 }
 
-@inline(__always)
-func memcmpEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Bool {
-  var i = 0
-  while i < count {
-    if a[i] != b[i] { return false }
-    i += 1
+extension UnsafeRawBufferPointer {
+  /// Bytes equal to a literal's UTF-8, without making a String.
+  func equals(_ literal: StaticString) -> Bool {
+    count == literal.utf8CodeUnitCount
+      && (count == 0 || memcmp(baseAddress!, literal.utf8Start, count) == 0)
   }
-  return true
 }

@@ -140,7 +140,7 @@ struct HelsinkiImportTests {
       if want.isArea {
         areas += 1
         #expect(
-          evenOddContains(want.points, place.coordinate),
+          ringContains(want.points, place.coordinate),
           "\(id): \(place.coordinate) outside its outline")
         #expect(place.outline.map { same($0, want.points) } == true, "\(id)")
         let area = sphericalArea(want.points)
@@ -189,24 +189,6 @@ struct HelsinkiImportTests {
     BoundingBox(
       minLatitude: points.map(\.latitude).min()!, minLongitude: points.map(\.longitude).min()!,
       maxLatitude: points.map(\.latitude).max()!, maxLongitude: points.map(\.longitude).max()!)
-  }
-
-  /// Ray casting with the even-odd rule.
-  func evenOddContains(_ ring: [Coordinate], _ p: Coordinate) -> Bool {
-    var inside = false
-    var j = ring.count - 1
-    for i in ring.indices {
-      let a = ring[i]
-      let b = ring[j]
-      if (a.latitude > p.latitude) != (b.latitude > p.latitude),
-        p.longitude < (b.longitude - a.longitude) * (p.latitude - a.latitude)
-          / (b.latitude - a.latitude) + a.longitude
-      {
-        inside.toggle()
-      }
-      j = i
-    }
-    return inside
   }
 
   /// Area on the sphere that osculates the WGS-84 ellipsoid at the ring's latitude (radius

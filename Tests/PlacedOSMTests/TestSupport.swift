@@ -1,4 +1,5 @@
 import Foundation
+import PlacedCore
 import Testing
 
 /// Shared inputs and tools for the OSM tests.
@@ -61,4 +62,23 @@ enum Fixtures {
 struct FixtureError: Error, CustomStringConvertible {
   let description: String
   init(_ description: String) { self.description = description }
+}
+
+/// Whether a point is inside a ring: ray casting with the even-odd rule (independent of Shape).
+func ringContains(_ ring: [Coordinate], _ p: Coordinate) -> Bool {
+  var inside = false
+  var j = ring.count - 1
+  for i in ring.indices {
+    let a = ring[i]
+    let b = ring[j]
+    if (a.latitude > p.latitude) != (b.latitude > p.latitude),
+      p.longitude < (b.longitude - a.longitude) * (p.latitude - a.latitude)
+        / (b.latitude - a.latitude)
+        + a.longitude
+    {
+      inside.toggle()
+    }
+    j = i
+  }
+  return inside
 }
