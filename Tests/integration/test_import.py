@@ -8,9 +8,11 @@ import subprocess
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, ROOT
 
-HELSINKI = DATA / "helsinki-center.osm.pbf"
+# The repository's copy when it has one, else the shared data beside it.
+HELSINKI = next((p for p in (ROOT / "data" / "helsinki-center.osm.pbf", DATA / "helsinki-center.osm.pbf")
+                 if p.exists()), DATA / "helsinki-center.osm.pbf")
 
 
 def run(placectl_bin, *arguments, **options):
