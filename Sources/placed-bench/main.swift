@@ -5,7 +5,9 @@
 #endif
 
 /// name → (one-line description, run with the remaining arguments).
-let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = []
+let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
+    ("import", ".osm.pbf import speed (elements/s) beside osmium export", runImportBenchmark),
+]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments[0] == "--help" || arguments[0] == "-h" {
