@@ -1,33 +1,36 @@
 // placed-bench: the project's benchmarks. Build release, run `placed-bench NAME [options]`.
 // Each benchmark prints its figures; `placed-bench all` runs them in turn.
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 /// name → (one-line description, run with the remaining arguments).
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
+  ("import", ".osm.pbf import speed (elements/s) beside osmium export", runImportBenchmark)
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments[0] == "--help" || arguments[0] == "-h" {
-    print("usage: placed-bench NAME [options] | all\n")
-    for b in benchmarks { print("  \(b.name.padding(12))\(b.summary)") }
-    exit(arguments.isEmpty ? 2 : 0)
+  print("usage: placed-bench NAME [options] | all\n")
+  for b in benchmarks { print("  \(b.name.padding(12))\(b.summary)") }
+  exit(arguments.isEmpty ? 2 : 0)
 }
 let selected = arguments[0] == "all" ? benchmarks : benchmarks.filter { $0.name == arguments[0] }
 guard !selected.isEmpty else {
-    print("placed-bench: unknown benchmark '\(arguments[0])'")
-    exit(2)
+  print("placed-bench: unknown benchmark '\(arguments[0])'")
+  exit(2)
 }
 for b in selected {
-    do {
-        try b.run(Array(arguments.dropFirst()))
-    } catch {
-        print("placed-bench \(b.name): \(error)")
-        exit(1)
-    }
+  do {
+    try b.run(Array(arguments.dropFirst()))
+  } catch {
+    print("placed-bench \(b.name): \(error)")
+    exit(1)
+  }
 }
 
 extension String {
-    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
+  func padding(_ width: Int) -> String {
+    count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+  }
 }
