@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-  import Glibc  // libm: log, exp for Floyd–Rivest selection
+    import Glibc  // libm: log, exp for Floyd–Rivest selection
 #elseif canImport(Darwin)
-  import Darwin
+    import Darwin
 #endif
 
 /// A static spatial index over place coordinates: a packed kd-tree in the way of kdbush.
@@ -13,561 +13,573 @@
 ///
 /// **Distances** are metres on the local tangent plane at the query point — exactly
 /// `LocalProjection(origin: query).distance(to: place)`. Against the WGS-84 geodesic that is within
-/// 1 cm at 250 m and 0.1 % at 10 km up to 80° of latitude (see PlaceIndexTests); it degrades only
-/// within a few kilometres of a pole. Longitudes wrap at ±180°: an extract straddling the
-/// antimeridian is searched across it.
+/// 1 cm at 250 m and 0.1 % at 5 km (0.2 % at 10 km) up to 80° of latitude (see PlaceIndexTests);
+/// it degrades only near the poles, where it stays finite and deterministic. Longitudes wrap at
+/// ±180°: an extract straddling the antimeridian is searched across it.
 ///
 /// Results are ordered nearest first, ties by index, so a query is deterministic and equals a
 /// brute-force scan. Queries allocate nothing but the result array; the `into:` variants reuse the
 /// caller's array.
 public struct PlaceIndex: Sendable {
-  /// A place found by a query: its index in the coordinates the index was built from, and its
-  /// distance in metres.
-  public struct Neighbor: Equatable, Hashable, Sendable {
-    public var index: Int
-    public var distance: Double
+    /// A place found by a query: its index in the coordinates the index was built from, and its
+    /// distance in metres.
+    public struct Neighbor: Equatable, Hashable, Sendable {
+        public var index: Int
+        public var distance: Double
 
-    public init(index: Int, distance: Double) {
-      self.index = index
-      self.distance = distance
+        public init(index: Int, distance: Double) {
+            self.index = index
+            self.distance = distance
+        }
+
+        /// Nearest first, ties by index.
+        @inline(__always)
+        static func precedes(_ a: Neighbor, _ b: Neighbor) -> Bool {
+            a.distance < b.distance || (a.distance == b.distance && a.index < b.index)
+        }
     }
 
-    /// Nearest first, ties by index.
-    @inline(__always)
-    static func precedes(_ a: Neighbor, _ b: Neighbor) -> Bool {
-      a.distance < b.distance || (a.distance == b.distance && a.index < b.index)
+    /// Points per leaf: ranges at most this long are scanned linearly.
+    public let nodeSize: Int
+    /// `ids[position]`: the index, in the builder's coordinates, of the point at `position`.
+    @usableFromInline let ids: [Int32]
+    /// Interleaved longitude, latitude (x, y) in tree order.
+    @usableFromInline let points: [Double]
+    /// The data's bounding box: the root node's box for `nearest`.
+    let bounds: (minLongitude: Double, minLatitude: Double, maxLongitude: Double, maxLatitude: Double)
+
+    public var count: Int { ids.count }
+    public var isEmpty: Bool { ids.isEmpty }
+
+    /// Builds the tree; `coordinates` must be valid (see `Coordinate.isValid`). O(n log n).
+    public init(coordinates: [Coordinate], nodeSize: Int = 64) {
+        precondition(nodeSize >= 1 && nodeSize <= Int(UInt16.max), "PlaceIndex: node size out of range")
+        precondition(coordinates.count < Int(Int32.max), "PlaceIndex: too many places")
+        var ids = [Int32](unsafeUninitializedCapacity: coordinates.count) { buffer, initialized in
+            for i in 0..<coordinates.count { buffer[i] = Int32(i) }
+            initialized = coordinates.count
+        }
+        var points = [Double](unsafeUninitializedCapacity: 2 * coordinates.count) {
+            buffer, initialized in
+            for (i, c) in coordinates.enumerated() {
+                precondition(c.isValid, "PlaceIndex: invalid coordinate \(c) at \(i)")
+                buffer[2 * i] = c.longitude
+                buffer[2 * i + 1] = c.latitude
+            }
+            initialized = 2 * coordinates.count
+        }
+        ids.withUnsafeMutableBufferPointer { ids in
+            points.withUnsafeMutableBufferPointer { points in
+                var sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
+                sorter.sort(0, ids.count - 1, axis: 0)
+            }
+        }
+        self.init(nodeSize: nodeSize, ids: ids, points: points)
     }
-  }
 
-  /// Points per leaf: ranges at most this long are scanned linearly.
-  public let nodeSize: Int
-  /// `ids[position]`: the index, in the builder's coordinates, of the point at `position`.
-  @usableFromInline let ids: [Int32]
-  /// Interleaved longitude, latitude (x, y) in tree order.
-  @usableFromInline let points: [Double]
-  /// The data's bounding box: the root node's box for `nearest`.
-  let bounds: (minLongitude: Double, minLatitude: Double, maxLongitude: Double, maxLatitude: Double)
-
-  public var count: Int { ids.count }
-  public var isEmpty: Bool { ids.isEmpty }
-
-  /// Builds the tree; `coordinates` must be valid (see `Coordinate.isValid`). O(n log n).
-  public init(coordinates: [Coordinate], nodeSize: Int = 64) {
-    precondition(nodeSize >= 1 && nodeSize <= Int(UInt16.max), "PlaceIndex: node size out of range")
-    precondition(coordinates.count < Int(Int32.max), "PlaceIndex: too many places")
-    var ids = [Int32](unsafeUninitializedCapacity: coordinates.count) { buffer, initialized in
-      for i in 0..<coordinates.count { buffer[i] = Int32(i) }
-      initialized = coordinates.count
+    init(nodeSize: Int, ids: [Int32], points: [Double]) {
+        self.nodeSize = nodeSize
+        self.ids = ids
+        self.points = points
+        var minX = Double.infinity
+        var minY = Double.infinity
+        var maxX = -Double.infinity
+        var maxY = -Double.infinity
+        for i in 0..<ids.count {
+            minX = min(minX, points[2 * i])
+            maxX = max(maxX, points[2 * i])
+            minY = min(minY, points[2 * i + 1])
+            maxY = max(maxY, points[2 * i + 1])
+        }
+        bounds = (minX, minY, maxX, maxY)
     }
-    var points = [Double](unsafeUninitializedCapacity: 2 * coordinates.count) {
-      buffer, initialized in
-      for (i, c) in coordinates.enumerated() {
-        precondition(c.isValid, "PlaceIndex: invalid coordinate \(c) at \(i)")
-        buffer[2 * i] = c.longitude
-        buffer[2 * i + 1] = c.latitude
-      }
-      initialized = 2 * coordinates.count
-    }
-    ids.withUnsafeMutableBufferPointer { ids in
-      points.withUnsafeMutableBufferPointer { points in
-        var sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
-        sorter.sort(0, ids.count - 1, axis: 0)
-      }
-    }
-    self.init(nodeSize: nodeSize, ids: ids, points: points)
-  }
 
-  init(nodeSize: Int, ids: [Int32], points: [Double]) {
-    self.nodeSize = nodeSize
-    self.ids = ids
-    self.points = points
-    var minX = Double.infinity
-    var minY = Double.infinity
-    var maxX = -Double.infinity
-    var maxY = -Double.infinity
-    for i in 0..<ids.count {
-      minX = min(minX, points[2 * i])
-      maxX = max(maxX, points[2 * i])
-      minY = min(minY, points[2 * i + 1])
-      maxY = max(maxY, points[2 * i + 1])
+    /// The point stored at tree `position` and its index in the builder's coordinates.
+    public func entry(atPosition position: Int) -> (index: Int, coordinate: Coordinate) {
+        (
+            Int(ids[position]),
+            Coordinate(latitude: points[2 * position + 1], longitude: points[2 * position])
+        )
     }
-    bounds = (minX, minY, maxX, maxY)
-  }
 
-  /// The point stored at tree `position` and its index in the builder's coordinates.
-  public func entry(atPosition position: Int) -> (index: Int, coordinate: Coordinate) {
-    (
-      Int(ids[position]),
-      Coordinate(latitude: points[2 * position + 1], longitude: points[2 * position])
-    )
-  }
-
-  /// The same tree with every place renumbered by its tree position, and the renumbering:
-  /// `order[newIndex] == oldIndex`. Stored in this order, the places' rows line up with the tree.
-  public func renumberedByPosition() -> (index: PlaceIndex, order: [Int32]) {
-    let identity = [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
-      for i in 0..<count { buffer[i] = Int32(i) }
-      initialized = count
+    /// The same tree with every place renumbered by its tree position, and the renumbering:
+    /// `order[newIndex] == oldIndex`. Stored in this order, the places' rows line up with the tree.
+    public func renumberedByPosition() -> (index: PlaceIndex, order: [Int32]) {
+        let identity = [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for i in 0..<count { buffer[i] = Int32(i) }
+            initialized = count
+        }
+        return (PlaceIndex(nodeSize: nodeSize, ids: identity, points: points), ids)
     }
-    return (PlaceIndex(nodeSize: nodeSize, ids: identity, points: points), ids)
-  }
 
-  /// True when every place's index is its tree position (see `renumberedByPosition`).
-  public var isNumberedByPosition: Bool {
-    ids.withUnsafeBufferPointer { ids in
-      for i in 0..<ids.count where ids[i] != Int32(truncatingIfNeeded: i) { return false }
-      return true
+    /// True when every place's index is its tree position (see `renumberedByPosition`).
+    public var isNumberedByPosition: Bool {
+        ids.withUnsafeBufferPointer { ids in
+            for i in 0..<ids.count where ids[i] != Int32(truncatingIfNeeded: i) { return false }
+            return true
+        }
     }
-  }
 
-  /// The distance this index measures: metres on the tangent plane at `origin`.
-  public static func distance(from origin: Coordinate, to c: Coordinate) -> Double {
-    LocalProjection(origin: origin).distance(to: c)
-  }
+    /// The distance this index measures: metres on the tangent plane at `origin`.
+    public static func distance(from origin: Coordinate, to c: Coordinate) -> Double {
+        LocalProjection(origin: origin).distance(to: c)
+    }
 }
 
 // MARK: - Queries
 
 extension PlaceIndex {
-  /// Places within `radius` metres of `center` (inclusive), nearest first, ties by index.
-  /// An invalid center or a negative or NaN radius finds nothing.
-  public func within(_ radius: Double, of center: Coordinate) -> [Neighbor] {
-    var result: [Neighbor] = []
-    within(radius, of: center, into: &result)
-    return result
-  }
-
-  /// `within` into a reusable array (emptied first, capacity kept): no allocation once it has grown.
-  public func within(_ radius: Double, of center: Coordinate, into result: inout [Neighbor]) {
-    result.removeAll(keepingCapacity: true)
-    guard center.isValid, radius >= 0, !isEmpty else { return }
-    let metric = Metric(center)
-    // Exact in the metric: |y| <= d and |x| <= d for any point at distance d. The slack absorbs
-    // the rounding of dividing back into degrees; the exact test happens per point anyway.
-    let slack = 1 + 1e-9
-    let dLat = radius / metric.metresPerDegreeLatitude * slack
-    let dLon = radius / metric.metresPerDegreeLongitude * slack
-    let minLat = center.latitude - dLat
-    let maxLat = center.latitude + dLat
-    let west = center.longitude - dLon
-    let east = center.longitude + dLon
-    if !(dLon < 180) {  // also NaN/infinite, at a pole
-      collect(metric, radius, -180, minLat, 180, maxLat, &result)
-    } else if west < -180 {  // the box crosses the antimeridian: two disjoint boxes
-      collect(metric, radius, west + 360, minLat, 180, maxLat, &result)
-      collect(metric, radius, -180, minLat, east, maxLat, &result)
-    } else if east > 180 {
-      collect(metric, radius, west, minLat, 180, maxLat, &result)
-      collect(metric, radius, -180, minLat, east - 360, maxLat, &result)
-    } else {
-      collect(metric, radius, west, minLat, east, maxLat, &result)
+    /// Places within `radius` metres of `center` (inclusive), nearest first, ties by index.
+    /// An invalid center or a negative or NaN radius finds nothing.
+    public func within(_ radius: Double, of center: Coordinate) -> [Neighbor] {
+        var result: [Neighbor] = []
+        within(radius, of: center, into: &result)
+        return result
     }
-    result.sort(by: Neighbor.precedes)
-  }
 
-  /// The `k` places nearest to `center` within `maxDistance` metres (inclusive), nearest first,
-  /// ties by index. Fewer when fewer are in reach; none for an invalid center or k <= 0.
-  public func nearest(_ k: Int, to center: Coordinate, maxDistance: Double = .infinity)
-    -> [Neighbor]
-  {
-    var result: [Neighbor] = []
-    nearest(k, to: center, maxDistance: maxDistance, into: &result)
-    return result
-  }
-
-  /// `nearest` into a reusable array (emptied first, capacity kept).
-  ///
-  /// Depth-first branch and bound: the result array is a max-heap of the best `k` so far, and a
-  /// subtree is skipped when its box lies farther than the worst of them.
-  public func nearest(
-    _ k: Int, to center: Coordinate, maxDistance: Double = .infinity, into result: inout [Neighbor]
-  ) {
-    result.removeAll(keepingCapacity: true)
-    guard k > 0, center.isValid, maxDistance >= 0, !isEmpty else { return }
-    let metric = Metric(center)
-    let limit = Swift.min(k, count)
-    result.reserveCapacity(limit)
-
-    ids.withUnsafeBufferPointer { ids in
-      points.withUnsafeBufferPointer { points in
-        // A stack of nodes: range, axis, box and the box's lower bound on distance.
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { ranges in
-          withUnsafeTemporaryAllocation(of: Double.self, capacity: 5 * Self.stackDepth) { boxes in
-            var top = 0
-            func push(
-              _ left: Int, _ right: Int, _ axis: Int, _ box: (Double, Double, Double, Double)
-            ) {
-              let bound = metric.distance(toBox: box)
-              guard bound <= maxDistance else { return }
-              ranges[3 * top] = left
-              ranges[3 * top + 1] = right
-              ranges[3 * top + 2] = axis
-              boxes[5 * top] = box.0
-              boxes[5 * top + 1] = box.1
-              boxes[5 * top + 2] = box.2
-              boxes[5 * top + 3] = box.3
-              boxes[5 * top + 4] = bound
-              top += 1
-            }
-            func consider(_ position: Int) {
-              let d = metric.distance(points[2 * position], points[2 * position + 1])
-              guard d <= maxDistance else { return }
-              let candidate = Neighbor(index: Int(ids[position]), distance: d)
-              if result.count < limit {
-                result.append(candidate)
-                result.siftUp(from: result.count - 1)
-              } else if Neighbor.precedes(candidate, result[0]) {
-                result[0] = candidate
-                result.siftDown(from: 0)
-              }
-            }
-
-            push(0, ids.count - 1, 0, bounds)
-            while top > 0 {
-              top -= 1
-              let left = ranges[3 * top]
-              let right = ranges[3 * top + 1]
-              let axis = ranges[3 * top + 2]
-              let box = (boxes[5 * top], boxes[5 * top + 1], boxes[5 * top + 2], boxes[5 * top + 3])
-              // Strictly farther: an equally distant point may still win on index.
-              if result.count == limit && boxes[5 * top + 4] > result[0].distance { continue }
-
-              if right - left <= nodeSize {
-                for position in left...right { consider(position) }
-                continue
-              }
-              let m = (left + right) >> 1
-              consider(m)
-              let split = points[2 * m + axis]
-              let low = axis == 0 ? (box.0, box.1, split, box.3) : (box.0, box.1, box.2, split)
-              let high = axis == 0 ? (split, box.1, box.2, box.3) : (box.0, split, box.2, box.3)
-              let centerValue = axis == 0 ? center.longitude : center.latitude
-              // Far side first, so the near side is popped (and tightens the bound) first.
-              if centerValue < split {
-                push(m + 1, right, 1 - axis, high)
-                push(left, m - 1, 1 - axis, low)
-              } else {
-                push(left, m - 1, 1 - axis, low)
-                push(m + 1, right, 1 - axis, high)
-              }
-            }
-          }
+    /// `within` into a reusable array (emptied first, capacity kept): no allocation once it has grown.
+    public func within(_ radius: Double, of center: Coordinate, into result: inout [Neighbor]) {
+        result.removeAll(keepingCapacity: true)
+        guard center.isValid, radius >= 0, !isEmpty else { return }
+        let metric = Metric(center)
+        // Exact in the metric: |y| <= d and |x| <= d for any point at distance d. The slack absorbs
+        // the rounding of dividing back into degrees; the exact test happens per point anyway.
+        let slack = 1 + 1e-9
+        let dLat = radius / metric.metresPerDegreeLatitude * slack
+        let dLon = radius / metric.metresPerDegreeLongitude * slack
+        let minLat = center.latitude - dLat
+        let maxLat = center.latitude + dLat
+        let west = center.longitude - dLon
+        let east = center.longitude + dLon
+        if !(dLon < 180) {  // also NaN/infinite, at a pole
+            collect(metric, radius, -180, minLat, 180, maxLat, &result)
+        } else if west <= -180 {  // the box reaches the antimeridian: two disjoint boxes
+            // (Reaching it exactly matters too: 180 and -180 are one meridian, stored either way.)
+            collect(metric, radius, west + 360, minLat, 180, maxLat, &result)
+            collect(metric, radius, -180, minLat, east, maxLat, &result)
+        } else if east >= 180 {
+            collect(metric, radius, west, minLat, 180, maxLat, &result)
+            collect(metric, radius, -180, minLat, east - 360, maxLat, &result)
+        } else {
+            collect(metric, radius, west, minLat, east, maxLat, &result)
         }
-      }
+        result.sort(by: Neighbor.precedes)
     }
-    result.sort(by: Neighbor.precedes)
-  }
 
-  /// Enough for any tree: each level pushes at most two nodes and pops one, and 2^31 points with
-  /// leaves of one point are 31 levels deep.
-  static var stackDepth: Int { 64 }
+    /// The `k` places nearest to `center` within `maxDistance` metres (inclusive), nearest first,
+    /// ties by index. Fewer when fewer are in reach; none for an invalid center or k <= 0.
+    public func nearest(_ k: Int, to center: Coordinate, maxDistance: Double = .infinity)
+        -> [Neighbor]
+    {
+        var result: [Neighbor] = []
+        nearest(k, to: center, maxDistance: maxDistance, into: &result)
+        return result
+    }
 
-  /// Range search of one longitude-unwrapped box, appending points within `radius` to `result`.
-  private func collect(
-    _ metric: Metric, _ radius: Double, _ minX: Double, _ minY: Double, _ maxX: Double,
-    _ maxY: Double,
-    _ result: inout [Neighbor]
-  ) {
-    ids.withUnsafeBufferPointer { ids in
-      points.withUnsafeBufferPointer { points in
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { stack in
-          stack[0] = 0
-          stack[1] = ids.count - 1
-          stack[2] = 0
-          var top = 1
-          @inline(__always) func consider(_ i: Int) {
-            let x = points[2 * i]
-            let y = points[2 * i + 1]
-            guard x >= minX, x <= maxX, y >= minY, y <= maxY else { return }
-            let d = metric.distance(x, y)
-            if d <= radius { result.append(Neighbor(index: Int(ids[i]), distance: d)) }
-          }
-          while top > 0 {
-            top -= 1
-            let left = stack[3 * top]
-            let right = stack[3 * top + 1]
-            let axis = stack[3 * top + 2]
-            if right - left <= nodeSize {
-              for i in left...right { consider(i) }
-              continue
+    /// `nearest` into a reusable array (emptied first, capacity kept).
+    ///
+    /// Depth-first branch and bound: the result array is a max-heap of the best `k` so far, and a
+    /// subtree is skipped when its box lies farther than the worst of them.
+    public func nearest(
+        _ k: Int, to center: Coordinate, maxDistance: Double = .infinity, into result: inout [Neighbor]
+    ) {
+        result.removeAll(keepingCapacity: true)
+        guard k > 0, center.isValid, maxDistance >= 0, !isEmpty else { return }
+        let metric = Metric(center)
+        let limit = Swift.min(k, count)
+        result.reserveCapacity(limit)
+
+        ids.withUnsafeBufferPointer { ids in
+            points.withUnsafeBufferPointer { points in
+                // A stack of nodes: range, axis, box and the box's lower bound on distance.
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { ranges in
+                    withUnsafeTemporaryAllocation(of: Double.self, capacity: 5 * Self.stackDepth) { boxes in
+                        var top = 0
+                        func push(
+                            _ left: Int, _ right: Int, _ axis: Int, _ box: (Double, Double, Double, Double)
+                        ) {
+                            let bound = metric.distance(toBox: box)
+                            guard bound <= maxDistance else { return }
+                            ranges[3 * top] = left
+                            ranges[3 * top + 1] = right
+                            ranges[3 * top + 2] = axis
+                            boxes[5 * top] = box.0
+                            boxes[5 * top + 1] = box.1
+                            boxes[5 * top + 2] = box.2
+                            boxes[5 * top + 3] = box.3
+                            boxes[5 * top + 4] = bound
+                            top += 1
+                        }
+                        func consider(_ position: Int) {
+                            let d = metric.distance(points[2 * position], points[2 * position + 1])
+                            guard d <= maxDistance else { return }
+                            let candidate = Neighbor(index: Int(ids[position]), distance: d)
+                            if result.count < limit {
+                                result.append(candidate)
+                                result.siftUp(from: result.count - 1)
+                            } else if Neighbor.precedes(candidate, result[0]) {
+                                result[0] = candidate
+                                result.siftDown(from: 0)
+                            }
+                        }
+
+                        push(0, ids.count - 1, 0, bounds)
+                        while top > 0 {
+                            top -= 1
+                            let left = ranges[3 * top]
+                            let right = ranges[3 * top + 1]
+                            let axis = ranges[3 * top + 2]
+                            let box = (boxes[5 * top], boxes[5 * top + 1], boxes[5 * top + 2], boxes[5 * top + 3])
+                            // Strictly farther: an equally distant point may still win on index.
+                            if result.count == limit && boxes[5 * top + 4] > result[0].distance { continue }
+
+                            if right - left <= nodeSize {
+                                for position in left...right { consider(position) }
+                                continue
+                            }
+                            let m = (left + right) >> 1
+                            consider(m)
+                            let split = points[2 * m + axis]
+                            let low = axis == 0 ? (box.0, box.1, split, box.3) : (box.0, box.1, box.2, split)
+                            let high = axis == 0 ? (split, box.1, box.2, box.3) : (box.0, split, box.2, box.3)
+                            let centerValue = axis == 0 ? center.longitude : center.latitude
+                            // Far side first, so the near side is popped (and tightens the bound) first.
+                            if centerValue < split {
+                                push(m + 1, right, 1 - axis, high)
+                                push(left, m - 1, 1 - axis, low)
+                            } else {
+                                push(left, m - 1, 1 - axis, low)
+                                push(m + 1, right, 1 - axis, high)
+                            }
+                        }
+                    }
+                }
             }
-            let m = (left + right) >> 1
-            consider(m)
-            let split = points[2 * m + axis]
-            if (axis == 0 ? minX : minY) <= split {
-              stack[3 * top] = left
-              stack[3 * top + 1] = m - 1
-              stack[3 * top + 2] = 1 - axis
-              top += 1
-            }
-            if (axis == 0 ? maxX : maxY) >= split {
-              stack[3 * top] = m + 1
-              stack[3 * top + 1] = right
-              stack[3 * top + 2] = 1 - axis
-              top += 1
-            }
-          }
         }
-      }
+        result.sort(by: Neighbor.precedes)
     }
-  }
+
+    /// Enough for any tree: each level pushes at most two nodes and pops one, and 2^31 points with
+    /// leaves of one point are 31 levels deep.
+    static var stackDepth: Int { 64 }
+
+    /// Range search of one longitude-unwrapped box, appending points within `radius` to `result`.
+    private func collect(
+        _ metric: Metric, _ radius: Double, _ minX: Double, _ minY: Double, _ maxX: Double,
+        _ maxY: Double,
+        _ result: inout [Neighbor]
+    ) {
+        ids.withUnsafeBufferPointer { ids in
+            points.withUnsafeBufferPointer { points in
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { stack in
+                    stack[0] = 0
+                    stack[1] = ids.count - 1
+                    stack[2] = 0
+                    var top = 1
+                    @inline(__always) func consider(_ i: Int) {
+                        let x = points[2 * i]
+                        let y = points[2 * i + 1]
+                        guard x >= minX, x <= maxX, y >= minY, y <= maxY else { return }
+                        let d = metric.distance(x, y)
+                        if d <= radius { result.append(Neighbor(index: Int(ids[i]), distance: d)) }
+                    }
+                    while top > 0 {
+                        top -= 1
+                        let left = stack[3 * top]
+                        let right = stack[3 * top + 1]
+                        let axis = stack[3 * top + 2]
+                        if right - left <= nodeSize {
+                            for i in left...right { consider(i) }
+                            continue
+                        }
+                        let m = (left + right) >> 1
+                        consider(m)
+                        let split = points[2 * m + axis]
+                        if (axis == 0 ? minX : minY) <= split {
+                            stack[3 * top] = left
+                            stack[3 * top + 1] = m - 1
+                            stack[3 * top + 2] = 1 - axis
+                            top += 1
+                        }
+                        if (axis == 0 ? maxX : maxY) >= split {
+                            stack[3 * top] = m + 1
+                            stack[3 * top + 1] = right
+                            stack[3 * top + 2] = 1 - axis
+                            top += 1
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The tangent-plane metric at one query point, with `LocalProjection`'s scale factors and the
 /// same arithmetic, so its distances are bit-identical to `LocalProjection.distance(to:)`.
 struct Metric {
-  let longitude: Double
-  let latitude: Double
-  let metresPerDegreeLongitude: Double
-  let metresPerDegreeLatitude: Double
+    let longitude: Double
+    let latitude: Double
+    let metresPerDegreeLongitude: Double
+    let metresPerDegreeLatitude: Double
 
-  init(_ origin: Coordinate) {
-    let projection = LocalProjection(origin: origin)
-    longitude = origin.longitude
-    latitude = origin.latitude
-    metresPerDegreeLongitude = projection.metresPerDegreeLongitude
-    metresPerDegreeLatitude = projection.metresPerDegreeLatitude
-  }
-
-  /// Longitude difference folded into [-180, 180]: both inputs lie within ±180°, so one
-  /// correction suffices (no fmod on the hot path).
-  @inline(__always)
-  func longitudeDelta(_ x: Double) -> Double {
-    let d = x - longitude
-    return d > 180 ? d - 360 : (d < -180 ? d + 360 : d)
-  }
-
-  @inline(__always)
-  func distance(_ x: Double, _ y: Double) -> Double {
-    let east = longitudeDelta(x) * metresPerDegreeLongitude
-    let north = (y - latitude) * metresPerDegreeLatitude
-    return (east * east + north * north).squareRoot()
-  }
-
-  /// A lower bound on the distance to any point of the box (minX, minY, maxX, maxY); 0 inside.
-  /// Uses the same differences as `distance`, so a point on the box's edge is never undercut.
-  @inline(__always)
-  func distance(toBox box: (Double, Double, Double, Double)) -> Double {
-    let dx: Double
-    if longitude >= box.0 && longitude <= box.2 {
-      dx = 0
-    } else {
-      // Off an arc of longitudes, the nearest longitude is one of its ends (going either way round).
-      dx = Swift.min(abs(longitudeDelta(box.0)), abs(longitudeDelta(box.2)))
+    init(_ origin: Coordinate) {
+        let projection = LocalProjection(origin: origin)
+        longitude = origin.longitude
+        latitude = origin.latitude
+        metresPerDegreeLongitude = projection.metresPerDegreeLongitude
+        metresPerDegreeLatitude = projection.metresPerDegreeLatitude
     }
-    let dy = latitude < box.1 ? box.1 - latitude : (latitude > box.3 ? latitude - box.3 : 0)
-    let east = dx * metresPerDegreeLongitude
-    let north = dy * metresPerDegreeLatitude
-    return (east * east + north * north).squareRoot()
-  }
+
+    /// Longitude difference folded into [-180, 180]: both inputs lie within ±180°, so one
+    /// correction suffices (no fmod on the hot path).
+    @inline(__always)
+    func longitudeDelta(_ x: Double) -> Double {
+        let d = x - longitude
+        return d > 180 ? d - 360 : (d < -180 ? d + 360 : d)
+    }
+
+    @inline(__always)
+    func distance(_ x: Double, _ y: Double) -> Double {
+        let east = longitudeDelta(x) * metresPerDegreeLongitude
+        let north = (y - latitude) * metresPerDegreeLatitude
+        return (east * east + north * north).squareRoot()
+    }
+
+    /// A lower bound on the distance to any point of the box (minX, minY, maxX, maxY); 0 inside.
+    /// Uses the same differences as `distance`, so a point on the box's edge is never undercut.
+    @inline(__always)
+    func distance(toBox box: (Double, Double, Double, Double)) -> Double {
+        let dx: Double
+        if longitude >= box.0 && longitude <= box.2 {
+            dx = 0
+        } else {
+            // Off an arc of longitudes, the nearest longitude is one of its ends (going either way round).
+            dx = Swift.min(abs(longitudeDelta(box.0)), abs(longitudeDelta(box.2)))
+        }
+        let dy = latitude < box.1 ? box.1 - latitude : (latitude > box.3 ? latitude - box.3 : 0)
+        let east = dx * metresPerDegreeLongitude
+        let north = dy * metresPerDegreeLatitude
+        return (east * east + north * north).squareRoot()
+    }
 }
 
 // MARK: - Max-heap of neighbors (worst on top) for `nearest`
 
 extension Array where Element == PlaceIndex.Neighbor {
-  @inline(__always)
-  fileprivate mutating func siftUp(from start: Int) {
-    var child = start
-    while child > 0 {
-      let parent = (child - 1) / 2
-      guard PlaceIndex.Neighbor.precedes(self[parent], self[child]) else { return }
-      swapAt(parent, child)
-      child = parent
+    @inline(__always)
+    fileprivate mutating func siftUp(from start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard PlaceIndex.Neighbor.precedes(self[parent], self[child]) else { return }
+            swapAt(parent, child)
+            child = parent
+        }
     }
-  }
 
-  @inline(__always)
-  fileprivate mutating func siftDown(from start: Int) {
-    var parent = start
-    while true {
-      var worst = parent
-      let left = 2 * parent + 1
-      let right = left + 1
-      if left < count && PlaceIndex.Neighbor.precedes(self[worst], self[left]) { worst = left }
-      if right < count && PlaceIndex.Neighbor.precedes(self[worst], self[right]) { worst = right }
-      if worst == parent { return }
-      swapAt(parent, worst)
-      parent = worst
+    @inline(__always)
+    fileprivate mutating func siftDown(from start: Int) {
+        var parent = start
+        while true {
+            var worst = parent
+            let left = 2 * parent + 1
+            let right = left + 1
+            if left < count && PlaceIndex.Neighbor.precedes(self[worst], self[left]) { worst = left }
+            if right < count && PlaceIndex.Neighbor.precedes(self[worst], self[right]) { worst = right }
+            if worst == parent { return }
+            swapAt(parent, worst)
+            parent = worst
+        }
     }
-  }
 }
 
 // MARK: - Building: kdbush's recursive median sort with Floyd–Rivest selection
 
 private struct TreeSorter {
-  let ids: UnsafeMutableBufferPointer<Int32>
-  let points: UnsafeMutableBufferPointer<Double>
-  let nodeSize: Int
+    let ids: UnsafeMutableBufferPointer<Int32>
+    let points: UnsafeMutableBufferPointer<Double>
+    let nodeSize: Int
 
-  mutating func sort(_ left: Int, _ right: Int, axis: Int) {
-    if right - left <= nodeSize { return }
-    let m = (left + right) >> 1
-    select(m, left, right, axis)
-    sort(left, m - 1, axis: 1 - axis)
-    sort(m + 1, right, axis: 1 - axis)
-  }
-
-  /// Rearranges [left, right] so that position k holds the k-th smallest along `axis`, smaller
-  /// (or equal) values before it and larger (or equal) after.
-  func select(_ k: Int, _ left: Int, _ right: Int, _ axis: Int) {
-    var left = left
-    var right = right
-    while right > left {
-      if right - left > 600 {
-        // Floyd–Rivest: narrow [left, right] to a sample range around k first.
-        let n = Double(right - left + 1)
-        let m = Double(k - left + 1)
-        let z = log(n)
-        let s = 0.5 * exp(2 * z / 3)
-        let sd = 0.5 * (z * s * (n - s) / n).squareRoot() * (m - n / 2 < 0 ? -1 : 1)
-        let newLeft = Swift.max(left, Int((Double(k) - m * s / n + sd).rounded(.down)))
-        let newRight = Swift.min(right, Int((Double(k) + (n - m) * s / n + sd).rounded(.down)))
-        select(k, newLeft, newRight, axis)
-      }
-      let t = points[2 * k + axis]
-      var i = left
-      var j = right
-      swap(left, k)
-      if points[2 * right + axis] > t { swap(left, right) }
-      while i < j {
-        swap(i, j)
-        i += 1
-        j -= 1
-        while points[2 * i + axis] < t { i += 1 }
-        while points[2 * j + axis] > t { j -= 1 }
-      }
-      if points[2 * left + axis] == t {
-        swap(left, j)
-      } else {
-        j += 1
-        swap(j, right)
-      }
-      if j <= k { left = j + 1 }
-      if k <= j { right = j - 1 }
+    mutating func sort(_ left: Int, _ right: Int, axis: Int) {
+        if right - left <= nodeSize { return }
+        let m = (left + right) >> 1
+        select(m, left, right, axis)
+        sort(left, m - 1, axis: 1 - axis)
+        sort(m + 1, right, axis: 1 - axis)
     }
-  }
 
-  @inline(__always)
-  func swap(_ i: Int, _ j: Int) {
-    ids.swapAt(i, j)
-    points.swapAt(2 * i, 2 * j)
-    points.swapAt(2 * i + 1, 2 * j + 1)
-  }
+    /// Rearranges [left, right] so that position k holds the k-th smallest along `axis`, smaller
+    /// (or equal) values before it and larger (or equal) after.
+    func select(_ k: Int, _ left: Int, _ right: Int, _ axis: Int) {
+        var left = left
+        var right = right
+        while right > left {
+            if right - left > 600 {
+                // Floyd–Rivest: narrow [left, right] to a sample range around k first.
+                let n = Double(right - left + 1)
+                let m = Double(k - left + 1)
+                let z = log(n)
+                let s = 0.5 * exp(2 * z / 3)
+                let sd = 0.5 * (z * s * (n - s) / n).squareRoot() * (m - n / 2 < 0 ? -1 : 1)
+                let newLeft = Swift.max(left, Int((Double(k) - m * s / n + sd).rounded(.down)))
+                let newRight = Swift.min(right, Int((Double(k) + (n - m) * s / n + sd).rounded(.down)))
+                select(k, newLeft, newRight, axis)
+            }
+            let t = points[2 * k + axis]
+            var i = left
+            var j = right
+            swap(left, k)
+            if points[2 * right + axis] > t { swap(left, right) }
+            while i < j {
+                swap(i, j)
+                i += 1
+                j -= 1
+                while points[2 * i + axis] < t { i += 1 }
+                while points[2 * j + axis] > t { j -= 1 }
+            }
+            if points[2 * left + axis] == t {
+                swap(left, j)
+            } else {
+                j += 1
+                swap(j, right)
+            }
+            if j <= k { left = j + 1 }
+            if k <= j { right = j - 1 }
+        }
+    }
+
+    @inline(__always)
+    func swap(_ i: Int, _ j: Int) {
+        ids.swapAt(i, j)
+        points.swapAt(2 * i, 2 * j)
+        points.swapAt(2 * i + 1, 2 * j + 1)
+    }
 }
 
 // MARK: - Serialisation
 
 /// Why bytes are not a `PlaceIndex`.
 public enum PlaceIndexDecodingError: Error, Equatable, Sendable, CustomStringConvertible {
-  case badMagic
-  case unsupportedVersion(Int)
-  case badNodeSize(Int)
-  case wrongLength(expected: Int, actual: Int)
-  case invalidEntry(position: Int)
+    case badMagic
+    case unsupportedVersion(Int)
+    case badNodeSize(Int)
+    case wrongLength(expected: Int, actual: Int)
+    case invalidEntry(position: Int)
 
-  public var description: String {
-    switch self {
-    case .badMagic: "not a place index (bad magic)"
-    case .unsupportedVersion(let v): "place index format version \(v) is not supported"
-    case .badNodeSize(let n): "place index node size \(n) is invalid"
-    case .wrongLength(let expected, let actual):
-      "place index is \(actual) bytes, its header says \(expected)"
-    case .invalidEntry(let position):
-      "place index entry \(position) is invalid (id out of range, repeated, or bad coordinate)"
+    public var description: String {
+        switch self {
+        case .badMagic: "not a place index (bad magic)"
+        case .unsupportedVersion(let v): "place index format version \(v) is not supported"
+        case .badNodeSize(let n): "place index node size \(n) is invalid"
+        case .wrongLength(let expected, let actual):
+            "place index is \(actual) bytes, its header says \(expected)"
+        case .invalidEntry(let position):
+            "place index entry \(position) is invalid (id out of range, repeated, or bad coordinate)"
+        }
     }
-  }
 }
 
 extension PlaceIndex {
-  // Layout, little-endian: "PKDX", version u16, nodeSize u16, count u32, reserved u32,
-  // ids i32 × count, zero padding to a multiple of 8, then (longitude, latitude) f64 × count.
-  static let magic: [UInt8] = Array("PKDX".utf8)
-  static let formatVersion = 1
-  static let headerSize = 16
+    // Layout, little-endian: "PKDX", version u16, nodeSize u16, count u32, reserved u32,
+    // ids i32 × count, zero padding to a multiple of 8, then (longitude, latitude) f64 × count.
+    static let magic: [UInt8] = Array("PKDX".utf8)
+    static let formatVersion = 1
+    static let headerSize = 16
 
-  static func serializedSize(count: Int) -> (idsOffset: Int, pointsOffset: Int, total: Int) {
-    let idsEnd = headerSize + 4 * count
-    let pointsOffset = (idsEnd + 7) & ~7
-    return (headerSize, pointsOffset, pointsOffset + 16 * count)
-  }
-
-  /// The index as bytes, to store beside the places it indexes (`init(serialized:)` reads it back).
-  public func serialized() -> [UInt8] {
-    let layout = Self.serializedSize(count: count)
-    return [UInt8](unsafeUninitializedCapacity: layout.total) { buffer, initialized in
-      let raw = UnsafeMutableRawBufferPointer(buffer)
-      raw.initializeMemory(as: UInt8.self, repeating: 0)
-      for (i, byte) in Self.magic.enumerated() { raw[i] = byte }
-      raw.storeBytes(of: UInt16(Self.formatVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
-      raw.storeBytes(of: UInt16(nodeSize).littleEndian, toByteOffset: 6, as: UInt16.self)
-      raw.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 8, as: UInt32.self)
-      for (i, id) in ids.enumerated() {
-        raw.storeBytes(of: id.littleEndian, toByteOffset: layout.idsOffset + 4 * i, as: Int32.self)
-      }
-      for (i, value) in points.enumerated() {
-        raw.storeBytes(
-          of: value.bitPattern.littleEndian, toByteOffset: layout.pointsOffset + 8 * i,
-          as: UInt64.self)
-      }
-      initialized = layout.total
-    }
-  }
-
-  /// Reads an index written by `serialized()`. Checks the header, the length, that the ids are a
-  /// permutation and the coordinates valid — O(n), a few milliseconds for a million places; the
-  /// tree order itself is trusted (it was written together with the places).
-  public init(serialized bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) {
-    guard bytes.count >= Self.headerSize, bytes.prefix(4).elementsEqual(Self.magic) else {
-      throw .badMagic
-    }
-    let version = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
-    guard version == Self.formatVersion else { throw .unsupportedVersion(version) }
-    let nodeSize = Int(
-      UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
-    guard nodeSize >= 1 else { throw .badNodeSize(nodeSize) }
-    let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
-    guard count < Int(Int32.max) else { throw .wrongLength(expected: Int.max, actual: bytes.count) }
-    let layout = Self.serializedSize(count: count)
-    guard bytes.count == layout.total else {
-      throw .wrongLength(expected: layout.total, actual: bytes.count)
+    static func serializedSize(count: Int) -> (idsOffset: Int, pointsOffset: Int, total: Int) {
+        let idsEnd = headerSize + 4 * count
+        let pointsOffset = (idsEnd + 7) & ~7
+        return (headerSize, pointsOffset, pointsOffset + 16 * count)
     }
 
-    var seen = [UInt64](repeating: 0, count: (count + 63) / 64)
-    var badPosition: Int?
-    let ids = [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
-      for i in 0..<count {
-        let id = Int32(
-          littleEndian: bytes.loadUnaligned(
-            fromByteOffset: layout.idsOffset + 4 * i, as: Int32.self))
-        buffer[i] = id
-        let word = Int(id) >> 6
-        let bit = UInt64(1) << UInt64(Int(id) & 63)
-        if badPosition == nil && (id < 0 || Int(id) >= count || seen[word] & bit != 0) {
-          badPosition = i
-        } else if badPosition == nil {
-          seen[word] |= bit
+    /// The index as bytes, to store beside the places it indexes (`init(serialized:)` reads it back).
+    public func serialized() -> [UInt8] {
+        let layout = Self.serializedSize(count: count)
+        return [UInt8](unsafeUninitializedCapacity: layout.total) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.initializeMemory(as: UInt8.self, repeating: 0)
+            for (i, byte) in Self.magic.enumerated() { raw[i] = byte }
+            raw.storeBytes(of: UInt16(Self.formatVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
+            raw.storeBytes(of: UInt16(nodeSize).littleEndian, toByteOffset: 6, as: UInt16.self)
+            raw.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 8, as: UInt32.self)
+            for (i, id) in ids.enumerated() {
+                raw.storeBytes(of: id.littleEndian, toByteOffset: layout.idsOffset + 4 * i, as: Int32.self)
+            }
+            for (i, value) in points.enumerated() {
+                raw.storeBytes(
+                    of: value.bitPattern.littleEndian, toByteOffset: layout.pointsOffset + 8 * i,
+                    as: UInt64.self)
+            }
+            initialized = layout.total
         }
-      }
-      initialized = count
     }
-    if let badPosition { throw .invalidEntry(position: badPosition) }
-    let points = [Double](unsafeUninitializedCapacity: 2 * count) { buffer, initialized in
-      let source = UnsafeRawBufferPointer(rebasing: bytes[layout.pointsOffset...])
-      #if _endian(little)
-        UnsafeMutableRawBufferPointer(buffer).copyMemory(from: source)
-      #else
-        for i in 0..<2 * count {
-          buffer[i] = Double(
-            bitPattern: UInt64(
-              littleEndian: source.loadUnaligned(fromByteOffset: 8 * i, as: UInt64.self)))
+
+    /// Reads an index written by `serialized()` (see `init(serialized:)` for raw bytes).
+    public init(serialized bytes: [UInt8]) throws(PlaceIndexDecodingError) {
+        // Array.withUnsafeBytes is untyped `rethrows`: carry the typed result out by hand.
+        let decoded: Result<PlaceIndex, PlaceIndexDecodingError> = bytes.withUnsafeBytes { raw in
+            do throws(PlaceIndexDecodingError) { return .success(try PlaceIndex(serialized: raw)) } catch {
+                return .failure(error)
+            }
         }
-      #endif
-      initialized = 2 * count
+        self = try decoded.get()
     }
-    for i in 0..<count
-    where !Coordinate(latitude: points[2 * i + 1], longitude: points[2 * i]).isValid {
-      throw .invalidEntry(position: i)
+
+    /// Reads an index written by `serialized()`. Checks the header, the length, that the ids are a
+    /// permutation and the coordinates valid — O(n), a few milliseconds for a million places; the
+    /// tree order itself is trusted (it was written together with the places).
+    public init(serialized bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) {
+        guard bytes.count >= Self.headerSize, bytes.prefix(4).elementsEqual(Self.magic) else {
+            throw .badMagic
+        }
+        let version = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
+        guard version == Self.formatVersion else { throw .unsupportedVersion(version) }
+        let nodeSize = Int(
+            UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
+        guard nodeSize >= 1 else { throw .badNodeSize(nodeSize) }
+        let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+        guard count < Int(Int32.max) else { throw .wrongLength(expected: Int.max, actual: bytes.count) }
+        let layout = Self.serializedSize(count: count)
+        guard bytes.count == layout.total else {
+            throw .wrongLength(expected: layout.total, actual: bytes.count)
+        }
+
+        var seen = [UInt64](repeating: 0, count: (count + 63) / 64)
+        var badPosition: Int?
+        let ids = [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for i in 0..<count {
+                let id = Int32(
+                    littleEndian: bytes.loadUnaligned(
+                        fromByteOffset: layout.idsOffset + 4 * i, as: Int32.self))
+                buffer[i] = id
+                let word = Int(id) >> 6
+                let bit = UInt64(1) << UInt64(Int(id) & 63)
+                if badPosition == nil && (id < 0 || Int(id) >= count || seen[word] & bit != 0) {
+                    badPosition = i
+                } else if badPosition == nil {
+                    seen[word] |= bit
+                }
+            }
+            initialized = count
+        }
+        if let badPosition { throw .invalidEntry(position: badPosition) }
+        let points = [Double](unsafeUninitializedCapacity: 2 * count) { buffer, initialized in
+            let source = UnsafeRawBufferPointer(rebasing: bytes[layout.pointsOffset...])
+            #if _endian(little)
+                UnsafeMutableRawBufferPointer(buffer).copyMemory(from: source)
+            #else
+                for i in 0..<2 * count {
+                    buffer[i] = Double(
+                        bitPattern: UInt64(
+                            littleEndian: source.loadUnaligned(fromByteOffset: 8 * i, as: UInt64.self)))
+                }
+            #endif
+            initialized = 2 * count
+        }
+        for i in 0..<count
+        where !Coordinate(latitude: points[2 * i + 1], longitude: points[2 * i]).isValid {
+            throw .invalidEntry(position: i)
+        }
+        self.init(nodeSize: nodeSize, ids: ids, points: points)
     }
-    self.init(nodeSize: nodeSize, ids: ids, points: points)
-  }
 }
