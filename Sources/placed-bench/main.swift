@@ -7,6 +7,7 @@
 /// name → (one-line description, run with the remaining arguments).
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
     ("import", ".osm.pbf import speed (elements/s) beside osmium export", runImportBenchmark),
+    ("snap", "ranker top-1/top-5 vs nearest and HA zone at 5/15/30 m; time per fix", snapBenchmark),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
