@@ -1,7 +1,7 @@
 import PlacedCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A mistake in a configuration file, with where it is.
@@ -73,7 +73,9 @@ public enum ConfigFile {
 
     static let keys: [Setting] = [
         Setting(section: "Location", key: "Source") { value, c throws(UsageError) in
-            guard let kind = Configuration.SourceKind(rawValue: value) else { throw UsageError("must be gpsd or static") }
+            guard let kind = Configuration.SourceKind(rawValue: value) else {
+                throw UsageError("must be gpsd or static")
+            }
             c.sourceKind = kind
         },
         Setting(section: "Location", key: "GPSD") { value, c throws(UsageError) in
@@ -91,6 +93,20 @@ public enum ConfigFile {
         Setting(section: "Places", key: "Database") { value, c throws(UsageError) in
             guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
             c.databasePath = value
+        },
+        Setting(section: "Places", key: "Selections") { value, c throws(UsageError) in
+            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
+            c.selectionsPath = value
+        },
+        Setting(section: "Places", key: "SelectionGenerations") { value, c throws(UsageError) in
+            guard let n = Int(value), (1...100).contains(n) else {
+                throw UsageError("must be a whole number from 1 to 100")
+            }
+            c.selectionGenerations = n
+        },
+        Setting(section: "Interfaces", key: "WriterGroup") { value, c throws(UsageError) in
+            guard !value.isEmpty else { throw UsageError("must name a group") }
+            c.writerGroup = value
         },
         Setting(section: "Interfaces", key: "Bus") { value, c throws(UsageError) in
             guard let bus = Configuration.Bus(rawValue: value) else {

@@ -32,11 +32,23 @@ public struct Configuration: Sendable, Equatable {
     /// Seconds without any data from gpsd before it is considered gone.
     public var gpsdTimeout: Double = 30
     public var databasePath = "/var/lib/placed/places.db"
+    /// The durable selection log; by default `selections.db` beside the places database.
+    public var selectionsPath: String?
+    /// How many of the newest rankings a selection may come from.
+    public var selectionGenerations = 3
+    /// Members of this group (and root) may Select and Refresh.
+    public var writerGroup = "placed"
     public var socketPath = "/run/placed/io.placed.Places"
     public var bus: Bus = .system
     public var configFile = "/etc/placed/placed.conf"
 
     public init() {}
+
+    public var resolvedSelectionsPath: String {
+        if let selectionsPath { return selectionsPath }
+        guard let slash = databasePath.lastIndex(of: "/") else { return "selections.db" }
+        return String(databasePath[...slash]) + "selections.db"
+    }
 
     /// The source to start, or why the configuration names none.
     public func resolvedSource() throws(UsageError) -> Source {
@@ -76,7 +88,8 @@ extension Configuration {
           --static LAT,LON[,ACC]    a fixed position instead of gpsd (kiosks); ACC in metres (default 10)
           --distance-filter M       metres between moves (default 50; 0 = every fix)
           --gpsd-timeout S          seconds of silence before gpsd counts as gone (default 30)
-          --db PATH                 places and selections database (default /var/lib/placed/places.db)
+          --db PATH                 places database (default /var/lib/placed/places.db)
+          --selections PATH         selection log (default: selections.db beside the places database)
           --socket PATH             varlink socket (default /run/placed/io.placed.Places)
           --bus system|session|none D-Bus to serve on (default system)
           --config FILE             configuration file (default /etc/placed/placed.conf)
@@ -116,6 +129,8 @@ extension Configuration {
                 configuration.gpsdTimeout = try parseNumber(try value(for: flag), flag, minimum: 0.1)
             case "--db":
                 configuration.databasePath = try value(for: flag)
+            case "--selections":
+                configuration.selectionsPath = try value(for: flag)
             case "--socket":
                 configuration.socketPath = try value(for: flag)
             case "--bus":
