@@ -22,6 +22,7 @@ public enum SelectionLogError: Error, Equatable, CustomStringConvertible {
         switch error.primaryCode {
         case SQLITE_FULL: self = .diskFull(path: path)
         case SQLITE_READONLY, SQLITE_PERM: self = .readOnly(path: path)
+        case SQLITE_BUSY, SQLITE_LOCKED: self = .failed(path: path, reason: "locked by another writer")
         default: self = .failed(path: path, reason: error.message)
         }
     }
@@ -67,11 +68,12 @@ public final class SelectionLog {
         place_longitude, distance, likelihood, latitude, longitude, accuracy, speed, heading, altitude, mode
         """
 
-    public init(path: String) throws(SelectionLogError) {
+    /// `busyTimeout`: milliseconds to wait for another writer (placectl, a backup) before failing.
+    public init(path: String, busyTimeout: Int = 5000) throws(SelectionLogError) {
         self.path = path
         do {
             database = try Database(path: path, mode: .readWriteCreate)
-            try database.execute("PRAGMA busy_timeout=5000")
+            try database.execute("PRAGMA busy_timeout=\(busyTimeout)")
             try database.execute("PRAGMA journal_mode=WAL")
             try database.execute("PRAGMA synchronous=FULL")
             try database.execute(Self.schema)
