@@ -97,14 +97,12 @@ public final class PlaceDatabase {
 
         let countText: String?
         let importedAt: String?
-        let rows: Int64?
         let last: Int64?
         do {
             countText = try database.meta("place_count")
             importedAt = try database.meta("imported_at")
-            // Rows are numbered 1…n; max(rowid) is one b-tree descent, count(*) a walk of the
-            // smallest index: together they catch a truncated file.
-            rows = try database.scalarInt64("SELECT count(*) FROM places")
+            // Rows are numbered 1…n: max(rowid) is one b-tree descent. (A truncated file loses its
+            // end first, where the column BLOBs were written last, so `load` catches that.)
             last = try database.scalarInt64("SELECT max(rowid) FROM places")
         } catch {
             throw classify(error, path: path)
@@ -112,11 +110,8 @@ public final class PlaceDatabase {
         guard let countText, let placeCount = Int(countText), placeCount >= 0 else {
             throw .corrupt(path: path, detail: "meta place_count is missing or not a count")
         }
-        guard rows ?? 0 == Int64(placeCount), last ?? 0 == Int64(placeCount) else {
-            throw .corrupt(
-                path: path,
-                detail:
-                    "meta says \(placeCount) places, the table has \(rows ?? 0) (last rowid \(last ?? 0))")
+        guard last ?? 0 == Int64(placeCount) else {
+            throw .corrupt(path: path, detail: "meta says \(placeCount) places, the last row is \(last ?? 0)")
         }
         return PlaceDatabase(
             path: path, database: database, placeCount: placeCount, importedAt: importedAt ?? "")
