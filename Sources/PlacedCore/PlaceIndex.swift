@@ -42,9 +42,9 @@ public struct PlaceIndex: Sendable {
     /// Points per leaf: ranges at most this long are scanned linearly.
     public let nodeSize: Int
     /// `ids[position]`: the index, in the builder's coordinates, of the point at `position`.
-    @usableFromInline let ids: [Int32]
+    let ids: [Int32]
     /// Interleaved longitude, latitude (x, y) in tree order.
-    @usableFromInline let points: [Double]
+    let points: [Double]
     /// The data's bounding box: the root node's box for `nearest`.
     let bounds: (minLongitude: Double, minLatitude: Double, maxLongitude: Double, maxLatitude: Double)
 
@@ -70,7 +70,7 @@ public struct PlaceIndex: Sendable {
         }
         ids.withUnsafeMutableBufferPointer { ids in
             points.withUnsafeMutableBufferPointer { points in
-                var sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
+                let sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
                 sorter.sort(0, ids.count - 1, axis: 0)
             }
         }
@@ -539,7 +539,7 @@ private struct TreeSorter {
     let points: UnsafeMutableBufferPointer<Double>
     let nodeSize: Int
 
-    mutating func sort(_ left: Int, _ right: Int, axis: Int) {
+    func sort(_ left: Int, _ right: Int, axis: Int) {
         if right - left <= nodeSize { return }
         let m = (left + right) >> 1
         select(m, left, right, axis)
