@@ -42,9 +42,9 @@ public struct PlaceIndex: Sendable {
     /// Points per leaf: ranges at most this long are scanned linearly.
     public let nodeSize: Int
     /// `ids[position]`: the index, in the builder's coordinates, of the point at `position`.
-    @usableFromInline let ids: [Int32]
+    let ids: [Int32]
     /// Interleaved longitude, latitude (x, y) in tree order.
-    @usableFromInline let points: [Double]
+    let points: [Double]
     /// The data's bounding box: the root node's box for `nearest`.
     let bounds: (minLongitude: Double, minLatitude: Double, maxLongitude: Double, maxLatitude: Double)
 
@@ -70,7 +70,7 @@ public struct PlaceIndex: Sendable {
         }
         ids.withUnsafeMutableBufferPointer { ids in
             points.withUnsafeMutableBufferPointer { points in
-                var sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
+                let sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
                 sorter.sort(0, ids.count - 1, axis: 0)
             }
         }
@@ -142,28 +142,29 @@ extension PlaceIndex {
         result.removeAll(keepingCapacity: true)
         guard center.isValid, radius >= 0, !isEmpty else { return }
         let metric = Metric(center)
-        // Exact in the metric: |y| <= d and |x| <= d for any point at distance d. The slack absorbs
-        // the rounding of dividing back into degrees; the exact test happens per point anyway.
+        // The box holds the whole disc: |north| <= d and |east| <= d for any point at distance d.
+        // It only prunes subtrees; every point reached is judged by its distance alone. The slack
+        // absorbs the rounding of dividing back into degrees.
         let slack = 1 + 1e-9
         let dLat = radius / metric.metresPerDegreeLatitude * slack
         let dLon = radius / metric.metresPerDegreeLongitude * slack
-        let minLat = center.latitude - dLat
-        let maxLat = center.latitude + dLat
-        let west = center.longitude - dLon
-        let east = center.longitude + dLon
-        if !(dLon < 180) {  // also NaN/infinite, at a pole
-            collect(metric, radius, -180, minLat, 180, maxLat, &result)
-        } else if west <= -180 {  // the box reaches the antimeridian: two disjoint boxes
-            // (Reaching it exactly matters too: 180 and -180 are one meridian, stored either way.)
-            collect(metric, radius, west + 360, minLat, 180, maxLat, &result)
-            collect(metric, radius, -180, minLat, east, maxLat, &result)
-        } else if east >= 180 {
-            collect(metric, radius, west, minLat, 180, maxLat, &result)
-            collect(metric, radius, -180, minLat, east - 360, maxLat, &result)
-        } else {
-            collect(metric, radius, west, minLat, east, maxLat, &result)
+        var box = SearchBox(
+            minY: center.latitude - dLat, maxY: center.latitude + dLat,
+            west: center.longitude - dLon, east: center.longitude + dLon,
+            otherWest: .infinity, otherEast: -.infinity)
+        if !(dLon < 180) {  // also NaN or infinite, at a pole: every longitude
+            box.west = -180
+            box.east = 180
+        } else if box.west <= -180 {  // reaches the antimeridian: a second arc on the far side
+            // (Reaching it exactly counts: 180 and -180 are one meridian, stored either way.)
+            (box.otherWest, box.otherEast) = (box.west + 360, 180)
+            box.west = -180
+        } else if box.east >= 180 {
+            (box.otherWest, box.otherEast) = (-180, box.east - 360)
+            box.east = 180
         }
-        result.sort(by: Neighbor.precedes)
+        collect(metric, radius, box, &result)
+        result.withUnsafeMutableBufferPointer { Self.sortNearestFirst($0) }
     }
 
     /// The `k` places nearest to `center` within `maxDistance` metres (inclusive), nearest first,
@@ -256,33 +257,40 @@ extension PlaceIndex {
                 }
             }
         }
-        result.sort(by: Neighbor.precedes)
+        result.withUnsafeMutableBufferPointer { Self.sortNearestFirst($0) }
     }
 
     /// Enough for any tree: each level pushes at most two nodes and pops one, and 2^31 points with
     /// leaves of one point are 31 levels deep.
     static var stackDepth: Int { 64 }
 
-    /// Range search of one longitude-unwrapped box, appending points within `radius` to `result`.
-    private func collect(
-        _ metric: Metric, _ radius: Double, _ minX: Double, _ minY: Double, _ maxX: Double,
-        _ maxY: Double,
-        _ result: inout [Neighbor]
-    ) {
+    /// A latitude range and one or two longitude arcs (the second empty unless the box wraps).
+    struct SearchBox {
+        var minY, maxY, west, east, otherWest, otherEast: Double
+    }
+
+    /// Range search: walks the subtrees that meet `box`, appending every point within `radius`.
+    private func collect(_ metric: Metric, _ radius: Double, _ box: SearchBox, _ result: inout [Neighbor]) {
+        // Squared-distance prefilter, loose by far more than rounding, so the exact test
+        // (`distance <= radius`, bit for bit LocalProjection's) decides every borderline point.
+        let looseSquare = radius * radius * (1 + 1e-9)
         ids.withUnsafeBufferPointer { ids in
             points.withUnsafeBufferPointer { points in
                 withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { stack in
+                    @inline(__always) func consider(_ i: Int) {
+                        // No box test per point: the distance is as cheap and never mispredicted.
+                        let east = metric.longitudeDelta(points[2 * i]) * metric.metresPerDegreeLongitude
+                        let north = (points[2 * i + 1] - metric.latitude) * metric.metresPerDegreeLatitude
+                        let square = east * east + north * north
+                        if square <= looseSquare {
+                            let d = square.squareRoot()
+                            if d <= radius { result.append(Neighbor(index: Int(ids[i]), distance: d)) }
+                        }
+                    }
                     stack[0] = 0
                     stack[1] = ids.count - 1
                     stack[2] = 0
                     var top = 1
-                    @inline(__always) func consider(_ i: Int) {
-                        let x = points[2 * i]
-                        let y = points[2 * i + 1]
-                        guard x >= minX, x <= maxX, y >= minY, y <= maxY else { return }
-                        let d = metric.distance(x, y)
-                        if d <= radius { result.append(Neighbor(index: Int(ids[i]), distance: d)) }
-                    }
                     while top > 0 {
                         top -= 1
                         let left = stack[3 * top]
@@ -295,13 +303,15 @@ extension PlaceIndex {
                         let m = (left + right) >> 1
                         consider(m)
                         let split = points[2 * m + axis]
-                        if (axis == 0 ? minX : minY) <= split {
+                        let goLow = axis == 0 ? (box.west <= split || box.otherWest <= split) : box.minY <= split
+                        let goHigh = axis == 0 ? (box.east >= split || box.otherEast >= split) : box.maxY >= split
+                        if goLow {
                             stack[3 * top] = left
                             stack[3 * top + 1] = m - 1
                             stack[3 * top + 2] = 1 - axis
                             top += 1
                         }
-                        if (axis == 0 ? maxX : maxY) >= split {
+                        if goHigh {
                             stack[3 * top] = m + 1
                             stack[3 * top + 1] = right
                             stack[3 * top + 2] = 1 - axis
@@ -363,6 +373,135 @@ struct Metric {
     }
 }
 
+// MARK: - Sorting results without allocating
+
+extension PlaceIndex {
+    /// Sorts nearest first, ties by index, in place, without the merge buffer the standard
+    /// library's (stable) sort allocates on every call; (distance, index) keys are unique, so
+    /// stability buys nothing.
+    ///
+    /// A distribution sort: places spread evenly over a disc are spread evenly in squared
+    /// distance, so `n` buckets by (d / max)² hold about one each. Small buckets are finished by
+    /// one insertion pass; a crowded one (many places at one spot) by introsort, so no input is
+    /// quadratic. Scratch space is a temporary allocation: the stack for results of ranking size.
+    static func sortNearestFirst(_ a: UnsafeMutableBufferPointer<Neighbor>) {
+        let n = a.count
+        guard n > 24 else {
+            insertionSort(a, 0, n - 1)
+            return
+        }
+        var farthest = 0.0
+        for neighbor in a { farthest = Swift.max(farthest, neighbor.distance) }
+        guard farthest > 0, farthest.isFinite else {
+            introsort(a, 0, n - 1, depthLimit: 2 * (Int.bitWidth - n.leadingZeroBitCount))
+            return
+        }
+        let inverse = 1 / farthest
+        let last = Double(n - 1)
+        // Monotonic in distance (every step is), so buckets are in order; equal distances share one.
+        @inline(__always) func bucket(_ d: Double) -> Int {
+            let r = d * inverse
+            return Int(Swift.min(last, r * r * Double(n)))
+        }
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: n + 1) { ends in
+            withUnsafeTemporaryAllocation(of: Neighbor.self, capacity: n) { scratch in
+                ends.initialize(repeating: 0)
+                for neighbor in a { ends[bucket(neighbor.distance) + 1] += 1 }
+                for b in 0..<n { ends[b + 1] += ends[b] }  // ends[b] is now where bucket b starts
+                for neighbor in a {
+                    let b = bucket(neighbor.distance)
+                    (scratch.baseAddress! + ends[b]).initialize(to: neighbor)
+                    ends[b] += 1  // …and ends up where it ends
+                }
+                var start = 0
+                for b in 0..<n {
+                    if ends[b] - start > 16 {
+                        introsort(scratch, start, ends[b] - 1, depthLimit: 2 * Int.bitWidth)
+                    }
+                    start = ends[b]
+                }
+                _ = a.moveUpdate(fromContentsOf: scratch)
+            }
+        }
+        // Disorder is left only inside small buckets: a few moves each.
+        insertionSort(a, 0, n - 1)
+    }
+
+    private static func insertionSort(_ a: UnsafeMutableBufferPointer<Neighbor>, _ low: Int, _ high: Int) {
+        for i in stride(from: low + 1, through: high, by: 1) {
+            let item = a[i]
+            var j = i
+            while j > low && Neighbor.precedes(item, a[j - 1]) {
+                a[j] = a[j - 1]
+                j -= 1
+            }
+            a[j] = item
+        }
+    }
+
+    private static func introsort(_ a: UnsafeMutableBufferPointer<Neighbor>, _ low: Int, _ high: Int, depthLimit: Int) {
+        var low = low
+        var high = high
+        var depthLimit = depthLimit
+        while high - low > 16 {
+            if depthLimit == 0 {
+                heapsort(a, low, high)
+                return
+            }
+            depthLimit -= 1
+            let mid = low + (high - low) / 2
+            if Neighbor.precedes(a[mid], a[low]) { a.swapAt(mid, low) }
+            if Neighbor.precedes(a[high], a[mid]) {
+                a.swapAt(high, mid)
+                if Neighbor.precedes(a[mid], a[low]) { a.swapAt(mid, low) }
+            }
+            let pivot = a[mid]
+            var i = low
+            var j = high
+            while i <= j {
+                while Neighbor.precedes(a[i], pivot) { i += 1 }
+                while Neighbor.precedes(pivot, a[j]) { j -= 1 }
+                if i <= j {
+                    a.swapAt(i, j)
+                    i += 1
+                    j -= 1
+                }
+            }
+            // Recurse into the smaller side, loop on the larger: the stack stays O(log n).
+            if j - low < high - i {
+                introsort(a, low, j, depthLimit: depthLimit)
+                low = i
+            } else {
+                introsort(a, i, high, depthLimit: depthLimit)
+                high = j
+            }
+        }
+        insertionSort(a, low, high)
+    }
+
+    private static func heapsort(_ a: UnsafeMutableBufferPointer<Neighbor>, _ low: Int, _ high: Int) {
+        let n = high - low + 1
+        func siftDown(_ start: Int, _ end: Int) {
+            var parent = start
+            while true {
+                var largest = parent
+                let left = 2 * parent + 1
+                let right = left + 1
+                if left < end && Neighbor.precedes(a[low + largest], a[low + left]) { largest = left }
+                if right < end && Neighbor.precedes(a[low + largest], a[low + right]) { largest = right }
+                if largest == parent { return }
+                a.swapAt(low + parent, low + largest)
+                parent = largest
+            }
+        }
+        for start in stride(from: n / 2 - 1, through: 0, by: -1) { siftDown(start, n) }
+        for end in stride(from: n - 1, to: 0, by: -1) {
+            a.swapAt(low, low + end)
+            siftDown(0, end)
+        }
+    }
+}
+
 // MARK: - Max-heap of neighbors (worst on top) for `nearest`
 
 extension Array where Element == PlaceIndex.Neighbor {
@@ -400,7 +539,7 @@ private struct TreeSorter {
     let points: UnsafeMutableBufferPointer<Double>
     let nodeSize: Int
 
-    mutating func sort(_ left: Int, _ right: Int, axis: Int) {
+    func sort(_ left: Int, _ right: Int, axis: Int) {
         if right - left <= nodeSize { return }
         let m = (left + right) >> 1
         select(m, left, right, axis)

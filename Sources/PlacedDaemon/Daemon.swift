@@ -197,8 +197,8 @@ public final class Daemon {
     }
 
     /// Records the caller's selection durably, logs it, and announces the marker.
-    public func select(id: String, by caller: Caller) throws(ServiceError) -> Marker {
-        guard caller.mayWrite(group: writerGroup) else { throw .permissionDenied(operation: "Select") }
+    public func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker {
+        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Select") }
         let found: (place: RankedPlace, generation: UInt64)
         do {
             found = try history.resolveSelection(of: id) { catalog?.contains(id: $0) ?? false }
@@ -230,8 +230,8 @@ public final class Daemon {
     }
 
     /// Reloads the places if their file changed, and ranks again at the current location.
-    public func refresh(by caller: Caller) throws(ServiceError) {
-        guard caller.mayWrite(group: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
+    public func refresh(by caller: Credentials) throws(ServiceError) {
+        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
         reloadPlaces(reason: "Refresh")
     }
 

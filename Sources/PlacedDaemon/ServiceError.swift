@@ -55,22 +55,3 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
-
-/// Who sent a request, from SO_PEERCRED or the bus's sender credentials.
-public struct Caller: Sendable, Equatable {
-    public var uid: UInt32
-    /// Primary and supplementary groups.
-    public var groups: [UInt32]
-
-    public init(uid: UInt32, groups: [UInt32]) {
-        self.uid = uid
-        self.groups = groups
-    }
-
-    public static let root = Caller(uid: 0, groups: [0])
-
-    /// Root, or a member of `group` (nil when no such group exists: then only root).
-    public func mayWrite(group: UInt32?) -> Bool {
-        uid == 0 || group.map(groups.contains) == true
-    }
-}

@@ -20,6 +20,8 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
     case unsupportedSchema(path: String, version: String?)
     /// A place database whose content does not hold together (truncated, damaged, inconsistent).
     case corrupt(path: String, detail: String)
+    /// `place(at:)` with a number outside `0..<count`.
+    case noSuchPlace(index: Int, count: Int)
     /// Any other SQLite failure.
     case sqlite(SQLiteError)
 
@@ -34,6 +36,7 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
         case .unsupportedSchema(let path, let version):
             "\(path) is not a place database of schema version \(PlaceDatabase.schemaVersion) (found \(version ?? "no meta table"))"
         case .corrupt(let path, let detail): "place database \(path) is damaged: \(detail)"
+        case .noSuchPlace(let index, let count): "no place number \(index): there are \(count)"
         case .sqlite(let error): error.description
         }
     }
@@ -74,7 +77,9 @@ public final class PlaceDatabase {
     // MARK: Opening
 
     /// Opens a place database read-only and checks that it is one: schema version, meta, and that
-    /// the row count matches. A missing, foreign, damaged or wrong-version file is a named error.
+    /// the rows are numbered as meta says. A missing, foreign, damaged or wrong-version file is a
+    /// named error. `load()` then checks every BLOB it reads (sizes, index ids and coordinates,
+    /// kind codes); a damaged row elsewhere surfaces as `.corrupt` from `place(at:)`.
     public static func open(path: String) throws(PlaceDatabaseError) -> PlaceDatabase {
         let database: Database
         do {
@@ -97,14 +102,12 @@ public final class PlaceDatabase {
 
         let countText: String?
         let importedAt: String?
-        let rows: Int64?
         let last: Int64?
         do {
             countText = try database.meta("place_count")
             importedAt = try database.meta("imported_at")
-            // Rows are numbered 1…n; max(rowid) is one b-tree descent, count(*) a walk of the
-            // smallest index: together they catch a truncated file.
-            rows = try database.scalarInt64("SELECT count(*) FROM places")
+            // Rows are numbered 1…n: max(rowid) is one b-tree descent. (A truncated file loses its
+            // end first, where the column BLOBs were written last, so `load` catches that.)
             last = try database.scalarInt64("SELECT max(rowid) FROM places")
         } catch {
             throw classify(error, path: path)
@@ -112,11 +115,8 @@ public final class PlaceDatabase {
         guard let countText, let placeCount = Int(countText), placeCount >= 0 else {
             throw .corrupt(path: path, detail: "meta place_count is missing or not a count")
         }
-        guard rows ?? 0 == Int64(placeCount), last ?? 0 == Int64(placeCount) else {
-            throw .corrupt(
-                path: path,
-                detail:
-                    "meta says \(placeCount) places, the table has \(rows ?? 0) (last rowid \(last ?? 0))")
+        guard last ?? 0 == Int64(placeCount) else {
+            throw .corrupt(path: path, detail: "meta says \(placeCount) places, the last row is \(last ?? 0)")
         }
         return PlaceDatabase(
             path: path, database: database, placeCount: placeCount, importedAt: importedAt ?? "")
@@ -198,7 +198,7 @@ public final class PlaceDatabase {
     /// The full record of place `index` (0-based: rowid - 1).
     public func place(at index: Int) throws(PlaceDatabaseError) -> Place {
         guard index >= 0, index < placeCount else {
-            throw .corrupt(path: path, detail: "place \(index) out of 0..<\(placeCount)")
+            throw .noSuchPlace(index: index, count: placeCount)
         }
         do {
             if detailStatement == nil {

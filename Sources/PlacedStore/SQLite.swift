@@ -166,11 +166,11 @@ public final class Statement {
     }
 
     public func bind(blob bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
-        // A zero-length blob still binds a blob, not NULL: SQLite needs a non-null pointer for that.
-        let base = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
-        try check(
-            sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), placed_sqlite_transient()),
-            "bind")
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            // An empty blob, not NULL.
+            return try check(sqlite3_bind_zeroblob(handle, index, 0), "bind")
+        }
+        try check(sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), placed_sqlite_transient()), "bind")
     }
 
     public func bind(blob bytes: [UInt8], at index: Int32) throws(SQLiteError) {

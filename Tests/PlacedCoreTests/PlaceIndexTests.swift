@@ -136,6 +136,42 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
         #expect(index.nearest(3, to: spot, maxDistance: 0) == copies.prefix(3).map { Neighbor(index: $0, distance: 0) })
     }
 
+    /// The result sort (distribution sort, insertion and introsort inside) against the standard
+    /// library's, on sizes around its thresholds, with ties, duplicates and crowded distances.
+    @Test func resultSortMatchesStandardSort() {
+        var random = SplitMix64(seed: 111)
+        for n in [0, 1, 2, 24, 25, 26, 100, 1000, 5000] {
+            for shape in 0..<4 {
+                var items = (0..<n).map { i -> Neighbor in
+                    let d: Double
+                    switch shape {
+                    case 0: d = random.uniform(in: 0...250)
+                    case 1: d = Double(random.next() % 4) * 10  // a few rings: crowded buckets
+                    case 2: d = 0  // all at one spot
+                    default: d = random.next() % 2 == 0 ? 7 : random.uniform(in: 0...1e-300)  // extremes
+                    }
+                    return Neighbor(index: i, distance: d)
+                }
+                items.shuffle(using: &random)
+                let expected = items.sorted { ($0.distance, $0.index) < ($1.distance, $1.index) }
+                items.withUnsafeMutableBufferPointer { PlaceIndex.sortNearestFirst($0) }
+                #expect(items == expected, "n \(n) shape \(shape)")
+            }
+        }
+    }
+
+    /// Many places at exactly the same distance (a ring of copies): one crowded bucket.
+    @Test func crowdedRingEqualsBruteForce() {
+        let center = Coordinate(latitude: 60.17, longitude: 24.94)
+        var points = cityPoints(3000, seed: 121)
+        let p = LocalProjection(origin: center)
+        let ring = Coordinate(latitude: center.latitude + 100 / p.metresPerDegreeLatitude, longitude: center.longitude)
+        for i in stride(from: 0, to: 3000, by: 7) { points[i] = ring }
+        let index = PlaceIndex(coordinates: points)
+        #expect(index.within(250, of: center) == bruteWithin(points, 250, of: center))
+        #expect(index.nearest(300, to: center) == bruteNearest(points, 300, to: center, maxDistance: .infinity))
+    }
+
     @Test func kBeyondCountReturnsEverythingInOrder() {
         let points = cityPoints(300, seed: 41)
         let index = PlaceIndex(coordinates: points, nodeSize: 16)

@@ -97,6 +97,10 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         }
         #expect(seen.count == places.count)
         #expect(try set.placeIndex(ofID: "osm:node/999999999") == nil)
+        #expect(throws: PlaceDatabaseError.noSuchPlace(index: places.count, count: places.count)) {
+            try set.place(at: places.count)
+        }
+        #expect(throws: PlaceDatabaseError.noSuchPlace(index: -1, count: places.count)) { try set.place(at: -1) }
 
         // The loaded index numbers places like the table: the nearest to the kiosk is the kiosk.
         let nearest = set.index.nearest(1, to: kiosk.coordinate)
