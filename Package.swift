@@ -30,7 +30,10 @@ let package = Package(
         .target(name: "PlacedDaemon", dependencies: ["PlacedCore", "PlacedSystem", "PlacedGPS", "PlacedStore"]),
 
         .executableTarget(name: "placed", dependencies: ["PlacedDaemon"]),
-        .executableTarget(name: "placectl", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore"]),
+        // placectl's parser, clients (varlink socket, sd-bus) and output; main stays a thin shell.
+        .target(name: "PlacectlKit", dependencies: ["PlacedCore", "PlacedSystem", "CSystemd"]),
+        .executableTarget(
+            name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
             name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite"]),
@@ -41,5 +44,6 @@ let package = Package(
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
+        .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem"]),
     ]
 )

@@ -1,0 +1,168 @@
+import PlacedCore
+import PlacedSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A connection to placed, over its varlink socket or D-Bus. Every result is a JSON object shaped
+/// like the varlink method's reply (`etc/io.placed.Places.varlink`), whichever transport carried
+/// it, so output and `--json` are the same on both.
+public protocol PlacesClient: AnyObject {
+    /// `Current`: `generation, stale, location?, places`.
+    func current(limit: Int?) throws(ClientError) -> [String: JSON]
+    /// `Rank`: `places`.
+    func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ClientError)
+        -> [String: JSON]
+    /// `Select`: `marker`.
+    func select(id: String) throws(ClientError) -> [String: JSON]
+    /// `History`: `markers`, newest first.
+    func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON]
+    /// `Status`: `source, location?, generation, stale, places, distance_filter, marker?`.
+    func status() throws(ClientError) -> [String: JSON]
+    /// `Watch`: calls `onUpdate` with the current state, then with each ranking and marker, until
+    /// SIGINT or SIGTERM (then it returns) or the daemon ends the stream (then it throws).
+    func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError)
+}
+
+/// Where placed is reached.
+public enum Endpoint: Equatable, Sendable {
+    case socket(path: String)
+    case bus(Bus)
+
+    public enum Bus: Equatable, Sendable {
+        /// `$DBUS_SYSTEM_BUS_ADDRESS` or the well-known system bus.
+        case system
+        /// The user's session bus.
+        case user
+        case address(String)
+    }
+
+    public static let defaultSocketPath = "/run/placed/io.placed.Places"
+
+    /// From `--socket PATH`, `--bus`, `--system`, `--user`, `--address ADDR` (each of the last three
+    /// implies `--bus`).
+    public init(_ arguments: ParsedArguments) throws(UsageError) {
+        let busChoices = ["system", "user", "address"].filter {
+            arguments.has($0) || arguments.value($0) != nil
+        }
+        if busChoices.count > 1 {
+            throw UsageError(
+                "choose one bus: " + busChoices.map { "--\($0)" }.joined(separator: " or "),
+                command: arguments.command)
+        }
+        let wantsBus = arguments.has("bus") || !busChoices.isEmpty
+        if wantsBus {
+            if arguments.value("socket") != nil {
+                throw UsageError("--socket is for varlink; it cannot go with D-Bus", command: arguments.command)
+            }
+            if let address = arguments.value("address") {
+                guard !address.isEmpty else {
+                    throw UsageError("--address needs a bus address", command: arguments.command)
+                }
+                self = .bus(.address(address))
+            } else {
+                self = .bus(arguments.has("user") ? .user : .system)
+            }
+        } else {
+            let path = arguments.value("socket") ?? Endpoint.defaultSocketPath
+            guard !path.isEmpty else { throw UsageError("--socket needs a path", command: arguments.command) }
+            self = .socket(path: path)
+        }
+    }
+
+    /// For messages: `socket /run/placed/io.placed.Places`, `the system bus`.
+    public var description: String {
+        switch self {
+        case .socket(let path): "socket \(path)"
+        case .bus(.system): "the system bus"
+        case .bus(.user): "the user bus"
+        case .bus(.address(let address)): "bus \(address)"
+        }
+    }
+
+    /// Connects. Throws `unreachable` with a hint when placed is not there.
+    public func connect(timeout: Double = 15) throws(ClientError) -> any PlacesClient {
+        switch self {
+        case .socket(let path): try VarlinkClient(socketPath: path, timeout: timeout)
+        case .bus(let bus): try BusClient(bus: bus, timeout: timeout)
+        }
+    }
+}
+
+/// Why a request failed: the daemon said no (named error), or it could not be reached or understood.
+public enum ClientError: Error, Equatable, CustomStringConvertible {
+    /// A named error reply: `io.placed.Places.UnknownPlace {"id": "x"}`, or a D-Bus error with the
+    /// daemon's own message.
+    case daemon(name: String, parameters: [String: JSON], message: String?)
+    /// Connecting failed: no socket, nobody listening, no permission, no bus.
+    case unreachable(endpoint: String, reason: String, hint: String?)
+    case timedOut(endpoint: String, seconds: Double)
+    /// The daemon closed the connection before it answered.
+    case disconnected(endpoint: String)
+    /// A reply that is not what the protocol promises.
+    case protocolViolation(String)
+    /// A system or sd-bus call failed mid-conversation.
+    case system(SystemError)
+    /// The request cannot be made over this transport.
+    case unsupported(String)
+
+    /// The qualified error name, for a daemon error.
+    public var name: String? {
+        if case .daemon(let name, _, _) = self { return name }
+        return nil
+    }
+
+    public var description: String {
+        switch self {
+        case let .daemon(name, parameters, message):
+            return "\(message ?? ClientError.explain(name, parameters)) (\(name))"
+        case let .unreachable(endpoint, reason, hint):
+            return (hint.map { "\($0) " } ?? "") + "\(endpoint): \(reason)"
+        case let .timedOut(endpoint, seconds):
+            return "no answer from placed on \(endpoint) within \(seconds.formatted(decimals: 0)) s"
+        case let .disconnected(endpoint):
+            return "placed closed the connection on \(endpoint)"
+        case let .protocolViolation(what):
+            return "unexpected reply from placed: \(what)"
+        case let .system(error):
+            return error.description
+        case let .unsupported(what):
+            return what
+        }
+    }
+
+    /// A sentence for a varlink error reply, which carries a name and parameters but no text.
+    static func explain(_ name: String, _ parameters: [String: JSON]) -> String {
+        func text(_ key: String) -> String {
+            guard let value = parameters[key] else { return "?" }
+            if let string = value.string { return string }
+            if let number = value.double { return number.rounded() == number ? String(Int(number)) : "\(number)" }
+            return value.description
+        }
+        let member = name.split(separator: ".").last.map(String.init) ?? name
+        switch (name.hasPrefix("org.varlink.service.") ? "varlink." : "") + member {
+        case "UnknownPlace": return "no place has the id '\(text("id"))'"
+        case "NotInRanking": return "place '\(text("id"))' is not in the current ranking or the last few"
+        case "InvalidLimit":
+            return parameters["maximum"] != nil
+                ? "invalid limit \(text("limit")): ask for 1 to \(text("maximum"))"
+                : "invalid limit \(text("limit"))"
+        case "InvalidPosition":
+            return "invalid position \(text("latitude")),\(text("longitude")): "
+                + "latitude within ±90, longitude within ±180, accuracy >= 0"
+        case "PermissionDenied", "varlink.PermissionDenied":
+            return "permission denied: selecting needs root or membership of group placed"
+        case "StoreFailed": return "the selection was not recorded: \(text("reason"))"
+        case "NoPlaces": return "no places are loaded; import some with placectl import"
+        case "varlink.InvalidParameter": return "placed rejected the parameter '\(text("parameter"))'"
+        case "varlink.MethodNotFound", "varlink.MethodNotImplemented":
+            return "this placed does not offer \(text("method"))"
+        case "varlink.InterfaceNotFound": return "this placed does not offer the interface \(text("interface"))"
+        case "varlink.ExpectedMore": return "placed expected a streaming call"
+        default:
+            return parameters.isEmpty
+                ? "placed answered an error" : "placed answered an error \(JSON.object(parameters))"
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import PlacectlKit
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `placectl watch`: streams rankings and markers until interrupted.
+enum WatchCommand: Command {
+    static let spec = CommandSpec(
+        name: "watch",
+        abstract: "stream rankings and markers as they happen, until interrupted",
+        synopsis: "[--json] [CONNECTION]",
+        discussion: """
+            Prints the current state, then one line per new ranking (its top places) and per
+            marker, each with the local time. With --json, one JSON object per line, as the
+            daemon sent it. Ends with exit status 0 on SIGINT (Ctrl-C) or SIGTERM, and 1 if
+            placed goes away.
+            """,
+        options: [.json],
+        sharedGroups: [Option.connectionGroup])
+
+    static func run(_ context: Context) throws {
+        let json = context.json
+        var failure: Error?
+        try context.client().watch { update in
+            do {
+                if json {
+                    print(try JSON.object(update).serialized())
+                } else {
+                    print(Format.watchUpdate(update, clock: Format.clock()), terminator: "")
+                }
+            } catch {
+                failure = error
+            }
+            // Each line as it happens, also into a pipe (nil: every output stream, i.e. stdout).
+            fflush(nil)
+        }
+        if let failure { throw failure }
+    }
+}
