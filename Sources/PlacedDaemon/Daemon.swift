@@ -41,6 +41,7 @@ public final class Daemon {
     private var signalSources: [EventSource] = []
     private var staticStart: EventSource?
     private var observers: [DaemonObserver] = []
+    private var varlink: VarlinkService?
 
     /// The latest usable fix, moves and suppressed fixes alike: what clients see as the location.
     public private(set) var location: Fix?
@@ -74,6 +75,11 @@ public final class Daemon {
                 })
         }
         signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in reloadPlaces(reason: "SIGHUP") })
+        do {
+            varlink = try VarlinkService(daemon: self, path: configuration.socketPath)
+        } catch {
+            throw StartupError("cannot serve varlink on \(configuration.socketPath): \(error)")
+        }
         try startSource()
         Log.info(
             "started: \(catalog?.count ?? 0) places, distance filter "
@@ -82,6 +88,7 @@ public final class Daemon {
         ServiceNotifier.ready(status: statusLine)
         let status = try loop.run()
         gpsd?.stop()
+        varlink?.close()
         return status
     }
 
@@ -262,6 +269,12 @@ public final class Daemon {
     }
 
     // MARK: Helpers
+
+    /// A part that could not start: placed exits with status 1 and this message.
+    public struct StartupError: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
 
     static let selectionMessageID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
 
