@@ -54,7 +54,7 @@ func runImport(arguments: [String]) -> Int32 {
     let extract: PlaceExtract
     do {
         extract = try OSM.extractPlaces(path: file) { bar?.update($0) }
-        bar?.show("writing \(grouped(extract.places.count)) places to \(database)")
+        bar?.show("writing \(extract.places.count.grouped) places to \(database)")
         try PlaceDatabase.replace(at: database, with: extract.places)
     } catch {
         bar?.clear()
@@ -64,7 +64,7 @@ func runImport(arguments: [String]) -> Int32 {
     bar?.clear()
     let seconds = monotonicSeconds() - start
     print(
-        "imported \(grouped(extract.places.count)) places from \(grouped(extract.statistics.elements)) elements"
+        "imported \(extract.places.count.grouped) places from \(extract.statistics.elements.grouped) elements"
             + " in \(seconds.formatted(decimals: 2)) s → \(database)")
     return 0
 }
@@ -93,8 +93,8 @@ final class ProgressBar {
         let rate = Double(progress.elements) / elapsed
         let eta = progress.fraction > 0 ? elapsed * (1 - progress.fraction) / progress.fraction : 0
         show(
-            "[\(bar)] \(Int(progress.fraction * 100))%  \(grouped(progress.elements)) elements"
-                + "  \(grouped(Int(rate)))/s  ETA \(clock(eta))")
+            "[\(bar)] \(Int(progress.fraction * 100))%  \(progress.elements.grouped) elements"
+                + "  \(Int(rate).grouped)/s  ETA \(clock(eta))")
     }
 
     /// Replaces the line with `text` (\r, then erase to the end of the line).
@@ -107,17 +107,6 @@ final class ProgressBar {
         let s = total % 60
         return "\(total / 60):\(s < 10 ? "0" : "")\(s)"
     }
-}
-
-/// 1587 → "1,587".
-func grouped(_ number: Int) -> String {
-    let digits = String(number.magnitude)
-    var result = ""
-    for (index, digit) in digits.enumerated() {
-        if index > 0 && (digits.count - index) % 3 == 0 { result.append(",") }
-        result.append(digit)
-    }
-    return number < 0 ? "-" + result : result
 }
 
 /// Unbuffered, so the bar and error lines appear at once and in order.
