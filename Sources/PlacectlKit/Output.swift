@@ -112,7 +112,7 @@ public enum Format {
         }
         let generation = reply["generation"]?.int ?? 0
         lines.append(("generation", String(generation) + (reply["stale"]?.bool == true ? " (stale)" : "")))
-        if let count = reply["places"]?.int { lines.append(("places", grouped(count) + " loaded")) }
+        if let count = reply["places"]?.int { lines.append(("places", count.grouped + " loaded")) }
         if let filter = reply["distance_filter"]?.double { lines.append(("distance filter", metres(filter))) }
         lines.append(("marker", MarkerRecord(reply["marker"]).map(describe) ?? "none yet"))
         let width = lines.map(\.0.count).max()! + 2
@@ -198,7 +198,7 @@ public enum Format {
 
     /// 1234.4 → `1,234 m`.
     public static func metres(_ distance: Double) -> String {
-        distance.isFinite ? grouped(Int(distance.rounded())) + " m" : "?"
+        distance.isFinite ? Int(distance.rounded()).grouped + " m" : "?"
     }
 
     /// 3.24 → `3.2 s`, 75 → `1 min 15 s`, 7300 → `2 h 1 min`.
@@ -208,17 +208,6 @@ public enum Format {
         let whole = Int(seconds.rounded())
         if whole < 3600 { return "\(whole / 60) min \(whole % 60) s" }
         return "\(whole / 3600) h \(whole % 3600 / 60) min"
-    }
-
-    /// 1587 → `1,587`.
-    public static func grouped(_ number: Int) -> String {
-        let digits = String(number.magnitude)
-        var result = ""
-        for (index, digit) in digits.enumerated() {
-            if index > 0 && (digits.count - index) % 3 == 0 { result.append(",") }
-            result.append(digit)
-        }
-        return number < 0 ? "-" + result : result
     }
 
     /// The local wall-clock time, `12:08:46`, for watch lines.

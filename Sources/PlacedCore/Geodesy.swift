@@ -163,20 +163,4 @@ public struct LocalProjection: Sendable {
 extension Double {
     @inline(__always) var radians: Double { self * .pi / 180 }
     @inline(__always) var degrees: Double { self * 180 / .pi }
-
-    /// Fixed-point text without Foundation (the daemon links FoundationEssentials at most).
-    public func formatted(decimals: Int) -> String {
-        guard isFinite else { return description }
-        var scale = 1.0
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = (abs(self) * scale).rounded()
-        guard scaled < 9e15 else { return description }
-        let whole = Int(scaled)
-        let intPart = whole / Int(scale)
-        let fracPart = whole % Int(scale)
-        var frac = String(fracPart)
-        while frac.count < decimals { frac = "0" + frac }
-        let sign = (self < 0 && whole != 0) ? "-" : ""
-        return decimals > 0 ? "\(sign)\(intPart).\(frac)" : "\(sign)\(intPart)"
-    }
 }

@@ -36,11 +36,12 @@ public final class Daemon {
     private var history: RankingHistory
     private var catalog: PlaceCatalog?
     private let selections: SelectionLog
-    private let writerGroup: UInt32?
+    private var writerGroup: UInt32?
     private var gpsd: GPSDSource?
     private var signalSources: [EventSource] = []
     private var staticStart: EventSource?
     private var observers: [DaemonObserver] = []
+    private var varlink: VarlinkService?
 
     /// The latest usable fix, moves and suppressed fixes alike: what clients see as the location.
     public private(set) var location: Fix?
@@ -73,15 +74,23 @@ public final class Daemon {
                     loop.exit(0)
                 })
         }
-        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in reloadPlaces(reason: "SIGHUP") })
+        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in reload() })
+        do {
+            varlink = try VarlinkService(daemon: self, path: configuration.socketPath)
+        } catch {
+            throw StartupError("cannot serve varlink on \(configuration.socketPath): \(error)")
+        }
         try startSource()
         Log.info(
-            "started: \(catalog?.count ?? 0) places, distance filter "
+            "started: \((catalog?.count ?? 0).grouped) places, distance filter "
                 + "\(configuration.distanceFilter.formatted(decimals: 1)) m"
                 + (marker.map { ", last marker \($0.place.place.id)" } ?? ""))
         ServiceNotifier.ready(status: statusLine)
+        // After READY: sd-event pings once on enabling, and systemd expects READY first.
+        try loop.enableWatchdog()
         let status = try loop.run()
         gpsd?.stop()
+        varlink?.close()
         return status
     }
 
@@ -232,7 +241,13 @@ public final class Daemon {
     /// Reloads the places if their file changed, and ranks again at the current location.
     public func refresh(by caller: Credentials) throws(ServiceError) {
         guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
-        reloadPlaces(reason: "Refresh")
+        if catalog?.identity != FileIdentity(path: configuration.databasePath) {
+            ServiceNotifier.reloading()
+            defer { ServiceNotifier.ready(status: statusLine) }
+            reloadPlaces(reason: "Refresh")
+        } else if let fix = location ?? filter.reference {
+            rerank(at: fix)
+        }
     }
 
     public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {
@@ -245,10 +260,50 @@ public final class Daemon {
         }
     }
 
-    /// Loads the places file again; a bad file leaves the old places serving.
-    func reloadPlaces(reason: String) {
+    /// Reads the configuration again (file and drop-ins, then the same flags), applies what changed,
+    /// and reloads the places. A bad configuration is logged and the running one kept.
+    public var configurationLoader: (() throws -> Configuration)?
+
+    func reload() {
         ServiceNotifier.reloading()
         defer { ServiceNotifier.ready(status: statusLine) }
+        if let configurationLoader {
+            do {
+                apply(try configurationLoader())
+            } catch {
+                Log.error("SIGHUP: keeping the running configuration: \(error)")
+            }
+        }
+        reloadPlaces(reason: "SIGHUP")
+    }
+
+    private func apply(_ new: Configuration) {
+        let old = configuration
+        configuration = new
+        if new.distanceFilter != old.distanceFilter, (try? filter.setThreshold(new.distanceFilter)) != nil {
+            Log.info("distance filter now \(new.distanceFilter.formatted(decimals: 1)) m")
+            emit([.distanceFilter])
+        }
+        if (try? new.resolvedSource()) != (try? old.resolvedSource()) || new.gpsdTimeout != old.gpsdTimeout {
+            Log.info("location source changed: restarting it")
+            gpsd?.stop()
+            gpsd = nil
+            do { try startSource() } catch { Log.error("cannot start the new location source: \(error)") }
+        }
+        if new.writerGroup != old.writerGroup {
+            writerGroup = getgrnam(new.writerGroup).map { $0.pointee.gr_gid }
+        }
+        for (changed, key) in [
+            (new.socketPath != old.socketPath, "Socket"), (new.bus != old.bus, "Bus"),
+            (new.resolvedSelectionsPath != old.resolvedSelectionsPath, "Selections"),
+            (new.selectionGenerations != old.selectionGenerations, "SelectionGenerations"),
+        ] where changed {
+            Log.warning("\(key)= changed: it takes effect when placed restarts")
+        }
+    }
+
+    /// Loads the places file again; a bad file leaves the old places serving.
+    func reloadPlaces(reason: String) {
         do {
             let fresh = try Self.loadCatalog(configuration.databasePath, required: true)
             catalog = fresh
@@ -262,6 +317,12 @@ public final class Daemon {
     }
 
     // MARK: Helpers
+
+    /// A part that could not start: placed exits with status 1 and this message.
+    public struct StartupError: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
 
     static let selectionMessageID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
 
@@ -287,7 +348,7 @@ public final class Daemon {
 
     /// For sd_notify STATUS=: what placed is doing, in a few words.
     var statusLine: String {
-        let places = "\(placeCount) places"
+        let places = "\(placeCount.grouped) places"
         switch sourceState {
         case .connecting: return "Waiting for gpsd, \(places)"
         case .noFix: return "No fix, \(places)"

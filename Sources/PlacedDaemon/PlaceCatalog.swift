@@ -1,6 +1,10 @@
 import PlacedCore
 import PlacedStore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The places the daemon ranks from: the loaded `PlaceSet` (spatial index and columns in memory,
 /// names and shapes in the file) plus every area in full, since an area reaches beyond its point.
 ///
@@ -14,10 +18,13 @@ final class PlaceCatalog {
     private var neighbours: [PlaceIndex.Neighbor] = []
     static let cacheLimit = 4096
 
+    /// The file as it was when loaded: a Refresh reloads only when this changed.
+    let identity: FileIdentity?
     var count: Int { placeSet.count }
     var path: String { placeSet.database.path }
 
     init(path: String) throws(PlaceDatabaseError) {
+        identity = FileIdentity(path: path)
         placeSet = try PlaceDatabase.open(path: path).load()
         var areaPlaces: [Place] = []
         for index in 0..<placeSet.count where placeSet.areas[index] > 0 {
@@ -48,5 +55,22 @@ final class PlaceCatalog {
         if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
         cache[index] = place
         return place
+    }
+}
+
+/// Which file a path names, and which version of it: an import renames a new file into place.
+struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modified: Int64
+
+    init?(path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
+        size = Int64(status.st_size)
+        modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
     }
 }

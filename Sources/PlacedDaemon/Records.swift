@@ -1,7 +1,7 @@
 import PlacedCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What the interfaces send, built once here so D-Bus (a{sv}) and varlink (JSON objects) carry the

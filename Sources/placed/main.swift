@@ -2,7 +2,7 @@ import PlacedDaemon
 import PlacedSystem
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Flags are read twice: first to find --config, then over the loaded file, so flags win.
@@ -35,6 +35,12 @@ case .help:
 case let .run(configuration):
     do {
         let daemon = try Daemon(configuration: configuration)
+        daemon.configurationLoader = {
+            guard case let .run(reloaded) = try loadConfiguration(Array(CommandLine.arguments.dropFirst())) else {
+                throw UsageError("unexpected --help")
+            }
+            return reloaded
+        }
         exit(try daemon.run())
     } catch let error as UsageError {
         writeAll(2, "placed: \(error)\nTry 'placed --help'.\n")

@@ -1,4 +1,5 @@
 import PlacedCore
+import Foundation
 import Testing
 
 @testable import PlacedDaemon
@@ -93,5 +94,33 @@ import Testing
         var c = Configuration()
         try ConfigFile.apply("[Location]\nSource=static\n", file: "f", to: &c)
         #expect(throws: UsageError.self) { try c.resolvedSource() }
+    }
+}
+
+@Suite struct ShippedConfigurationTests {
+    static let shipped = InterfaceDescriptionTests.root.appendingPathComponent("etc/placed/placed.conf").path
+
+    @Test func shippedFileParsesAndKeepsEveryDefault() throws {
+        var c = Configuration()
+        try ConfigFile.load(Self.shipped, into: &c)
+        #expect(c == Configuration())
+    }
+
+    @Test func shippedFileDocumentsEveryKeyWithItsDefault() throws {
+        let text = try String(contentsOfFile: Self.shipped, encoding: .utf8)
+        var uncommented = ""
+        for line in text.split(separator: "\n") {
+            uncommented +=
+                line.hasPrefix("#") && line.contains("=") && !line.hasPrefix("# ")
+                ? line.dropFirst() + "\n" : line + "\n"
+        }
+        for setting in ConfigFile.keys {
+            #expect(text.contains("\n#\(setting.key)="), "placed.conf does not document \(setting.key)")
+        }
+        // Uncommenting every documented default changes nothing but the optional empty values.
+        var c = Configuration()
+        let withValues = uncommented.split(separator: "\n").filter { !$0.hasSuffix("=") }.joined(separator: "\n")
+        try ConfigFile.apply(withValues, file: "placed.conf", to: &c)
+        #expect(c == Configuration())
     }
 }

@@ -16,7 +16,7 @@ def replay(placed_bin, log, tmp_path, distance_filter=50):
     port = free_port()
     gps = GpsFake(log, port)
     # gpsd says nothing once the log is replayed: placed's silence detection marks the end.
-    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--gpsd", "localhost:%d" % port,
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--gpsd", "localhost:%d" % port,
                     "--distance-filter", distance_filter, "--gpsd-timeout", 2)
     try:
         placed.wait_for(r"no data from gpsd", timeout=180)
@@ -59,7 +59,7 @@ def test_every_fix_is_a_move_with_filter_zero(placed_bin, tmp_path):
 def test_reconnects_after_gpsd_is_killed_and_restarted(placed_bin, tmp_path):
     port = free_port()
     first = GpsFake(DRIVE, port)
-    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--gpsd", "localhost:%d" % port)
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--gpsd", "localhost:%d" % port)
     try:
         placed.wait_for(r"move 3 at", timeout=30)
         first.stop()  # gpsd killed mid-drive
@@ -81,7 +81,7 @@ def test_silent_gpsd_is_detected_and_reconnected(placed_bin, tmp_path):
     port = free_port()
     log = nmea.with_preamble(DATA / "gpsd-logs" / "haicom-305N.log", tmp_path / "short.log")
     gps = GpsFake(log, port)
-    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--gpsd", "localhost:%d" % port, "--gpsd-timeout", "1")
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--gpsd", "localhost:%d" % port, "--gpsd-timeout", "1")
     try:
         placed.wait_for(r"move 1 at", timeout=30)
         # After the replay gpsd stays up with nothing to say: placed must notice within its timeout.
@@ -94,7 +94,7 @@ def test_silent_gpsd_is_detected_and_reconnected(placed_bin, tmp_path):
 
 def test_gpsd_not_running_is_retried_with_backoff(placed_bin, tmp_path):
     port = free_port()
-    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--gpsd", "localhost:%d" % port)
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--gpsd", "localhost:%d" % port)
     try:
         tries = placed.wait_for(r"cannot connect to gpsd.*retrying in ([\d.]+) s", count=4, timeout=10)
         delays = [float(m.group(1)) for m in tries[:4]]
@@ -104,7 +104,7 @@ def test_gpsd_not_running_is_retried_with_backoff(placed_bin, tmp_path):
 
 
 def test_static_source_moves_once(placed_bin, tmp_path):
-    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--static", "60.1699,24.9384,15")
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--static", "60.1699,24.9384,15")
     try:
         placed.wait_for(r"move 1 at 60.1699000,24.9384000 ±15.0 m", timeout=5)
     finally:

@@ -34,7 +34,7 @@ enum ImportCommand: Command {
         let extract: PlaceExtract
         do {
             extract = try OSM.extractPlaces(path: file) { bar?.update($0) }
-            bar?.show("writing \(Format.grouped(extract.places.count)) places to \(database)")
+            bar?.show("writing \(extract.places.count.grouped) places to \(database)")
             try PlaceDatabase.replace(at: database, with: extract.places)
         } catch {
             bar?.clear()
@@ -43,8 +43,8 @@ enum ImportCommand: Command {
         bar?.clear()
         let seconds = monotonicSeconds() - start
         print(
-            "imported \(Format.grouped(extract.places.count)) places from "
-                + "\(Format.grouped(extract.statistics.elements)) elements in \(seconds.formatted(decimals: 2)) s → \(database)"
+            "imported \(extract.places.count.grouped) places from "
+                + "\(extract.statistics.elements.grouped) elements in \(seconds.formatted(decimals: 2)) s → \(database)"
         )
     }
 }
@@ -68,8 +68,8 @@ final class ProgressBar {
         let rate = Double(progress.elements) / elapsed
         let eta = progress.fraction > 0 ? elapsed * (1 - progress.fraction) / progress.fraction : 0
         show(
-            "[\(bar)] \(Int(progress.fraction * 100))%  \(Format.grouped(progress.elements)) elements"
-                + "  \(Format.grouped(Int(rate)))/s  ETA \(clock(eta))")
+            "[\(bar)] \(Int(progress.fraction * 100))%  \(progress.elements.grouped) elements"
+                + "  \(Int(rate).grouped)/s  ETA \(clock(eta))")
     }
 
     /// Replaces the line with `text` (\r, then erase to the end of the line).
