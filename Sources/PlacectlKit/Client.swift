@@ -149,8 +149,10 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
                 ? "invalid limit \(text("limit")): ask for 1 to \(text("maximum"))"
                 : "invalid limit \(text("limit"))"
         case "InvalidPosition":
+            // Without coordinates it was the accuracy that was wrong.
+            guard parameters["latitude"]?.double != nil else { return "invalid accuracy: a number of metres >= 0" }
             return "invalid position \(text("latitude")),\(text("longitude")): "
-                + "latitude within ±90, longitude within ±180, accuracy >= 0"
+                + "latitude within ±90, longitude within ±180"
         case "PermissionDenied", "varlink.PermissionDenied":
             return "permission denied: selecting needs root or membership of group placed"
         case "StoreFailed": return "the selection was not recorded: \(text("reason"))"

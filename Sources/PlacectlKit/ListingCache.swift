@@ -10,6 +10,7 @@
 public struct ListingCache: Sendable, Equatable {
     public let path: String
 
+    /// `path`: absolute.
     public init(path: String) { self.path = path }
 
     /// Nil when the environment names no directory at all.
@@ -64,12 +65,14 @@ public struct ListingCache: Sendable, Equatable {
         }
     }
 
-    /// Replaces the listing atomically (a temporary file renamed over it), creating the directory
-    /// (mode 0700) when needed.
+    /// Replaces the listing atomically (a temporary file renamed over it), creating missing
+    /// directories (mode 0700).
     public func save(_ ids: [String]) throws(SaveError) {
-        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        if !directory.isEmpty, mkdir(directory, 0o700) != 0, errno != EEXIST {
-            throw .cannotWrite(path: path, errno: errno)
+        // Like mkdir -p: ~/.cache itself may not exist yet.
+        var directory = ""
+        for component in path.split(separator: "/").dropLast() {
+            directory += "/" + component
+            if mkdir(directory, 0o700) != 0, errno != EEXIST { throw .cannotWrite(path: path, errno: errno) }
         }
         let temporary = "\(path).\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

@@ -160,13 +160,9 @@ public enum Format {
             lines.append("\(clock)  marker \(describe(marker))")
         }
         if lines.isEmpty {
-            if let location = LocationRecord(update["location"]) {
-                lines.append("\(clock)  position " + describe(location, withAge: false))
-            } else {
-                lines.append(
-                    "\(clock)  ranking \(update["generation"]?.int ?? 0)"
-                        + (update["stale"]?.bool == true ? " (stale)" : ""))
-            }
+            // Neither a ranking nor a marker: the source was lost or is back.
+            let state = update["stale"]?.bool == true ? "is stale: the position source is lost" : "is current"
+            lines.append("\(clock)  ranking \(update["generation"]?.int ?? 0) \(state)")
         }
         return lines.map { $0 + "\n" }.joined()
     }
