@@ -1,0 +1,294 @@
+"""`placectl` against a real placed on its varlink socket: every subcommand, readable and --json
+output, selecting by id and by row of the last listing, watch until a signal, and the exit
+statuses (0 ok, 1 error named on stderr, 2 usage)."""
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import Placed
+
+HELSINKI = "60.1699,24.9384,10"
+ERROR = "io.placed.Places."
+
+
+class Daemon:
+    """placed on a static Helsinki position with the bundled extract, and a placectl to talk to it."""
+
+    def __init__(self, placed_bin, placectl_bin, places_db, tmp_path):
+        shutil.copy(places_db, tmp_path / "places.db")
+        self.socket = tmp_path / "sock"
+        self.placectl_bin = placectl_bin
+        # Each test its own runtime directory, so the row cache starts empty.
+        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+        (tmp_path / "run").mkdir()
+        self.placed = Placed(placed_bin, "--bus", "none", "--static", HELSINKI, "--db", tmp_path / "places.db",
+                             "--socket", self.socket)
+        self.placed.wait_for(r"ranking 1: ")
+
+    def ctl(self, *arguments, socket=True, timeout=20):
+        extra = ["--socket", str(self.socket)] if socket else []
+        return subprocess.run([str(self.placectl_bin), *map(str, arguments), *extra], capture_output=True,
+                              text=True, timeout=timeout, env=self.env)
+
+    def json(self, *arguments):
+        out = self.ctl(*arguments, "--json")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("\n") == 1, "one JSON document on one line"
+        return json.loads(out.stdout)
+
+    def popen(self, *arguments):
+        return subprocess.Popen([str(self.placectl_bin), *arguments, "--socket", str(self.socket)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+
+
+@pytest.fixture
+def daemon(placed_bin, placectl_bin, places_db, tmp_path):
+    d = Daemon(placed_bin, placectl_bin, places_db, tmp_path)
+    yield d
+    assert d.placed.stop() == 0
+
+
+def table_rows(text):
+    """The rows under a table's header line (starting with '#' or 'SELECTION')."""
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("#", "SELECTION")))
+    return [line.split() for line in lines[header + 1:] if line.strip()]
+
+
+def read_line(proc, timeout=10):
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no line from placectl watch within %d s" % timeout
+    return proc.stdout.readline()
+
+
+def test_status_is_the_default(daemon):
+    out = daemon.ctl()
+    assert out.returncode == 0, out.stderr
+    fields = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.stdout.splitlines())
+    assert fields["source"] == "static"
+    assert fields["location"] == "60.1699000,24.9384000 ±10 m (2d)"
+    assert fields["fix age"].endswith(" s")
+    assert fields["generation"] == "1"
+    assert fields["places"] == "1,636 loaded"
+    assert fields["distance filter"] == "50 m"
+    assert fields["marker"] == "none yet"
+
+    status = daemon.json("status")
+    assert status["source"] == "static" and status["generation"] == 1 and status["places"] == 1636
+    assert status["location"]["latitude"] == pytest.approx(60.1699) and status["location"]["age"] >= 0
+    assert status["distance_filter"] == 50 and status["stale"] is False
+    assert "marker" not in status
+
+
+def test_places_table_and_json_agree(daemon):
+    out = daemon.ctl("places")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ranking 1 at 60.1699000,24.9384000 ±10 m (2d)")
+    header = out.stdout.splitlines()[1].split()
+    assert header == ["#", "LIKELY", "DISTANCE", "NAME", "KIND", "ID"]
+    rows = table_rows(out.stdout)
+    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
+
+    current = daemon.json("places")
+    assert current["generation"] == 1 and current["stale"] is False
+    assert [r[-1] for r in rows] == [p["id"] for p in current["places"]]
+    assert [r[1] for r in rows] == ["%.1f%%" % (p["likelihood"] * 100) for p in current["places"]]
+    likelihoods = [p["likelihood"] for p in current["places"]]
+    assert likelihoods == sorted(likelihoods, reverse=True)
+    assert set(current["places"][0]) >= {"id", "name", "kind", "latitude", "longitude", "distance", "likelihood",
+                                          "attribution"}
+
+    assert len(table_rows(daemon.ctl("places", "--limit", "3").stdout)) == 3
+    assert len(daemon.json("places", "-n", "12")["places"]) == 12
+
+
+def test_select_by_row_of_the_last_listing_and_by_id(daemon):
+    listed = daemon.json("places")["places"]
+    out = daemon.ctl("select", "2")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("selected %s (%s), selection 1" % (listed[1]["name"], listed[1]["id"]))
+
+    marker = daemon.json("select", listed[0]["id"])["marker"]
+    assert marker["place"]["id"] == listed[0]["id"]
+    assert marker["selection"] == 2 and marker["generation"] == 1
+    assert marker["location"]["latitude"] == pytest.approx(60.1699)
+
+    history = daemon.json("history")["markers"]
+    assert [m["place"]["id"] for m in history] == [listed[0]["id"], listed[1]["id"]], "newest first"
+    rows = table_rows(daemon.ctl("history").stdout)
+    assert [r[0] for r in rows] == ["2", "1"]
+    assert daemon.json("history", "--limit", "1")["markers"][0]["selection"] == 2
+    assert [m["selection"] for m in daemon.json("history", "--before", "2")["markers"]] == [1]
+
+    status = daemon.json("status")
+    assert status["marker"]["place"]["id"] == listed[0]["id"]
+
+
+def test_a_row_without_a_listing_is_an_unknown_id(daemon):
+    out = daemon.ctl("select", "2")
+    assert out.returncode == 1
+    assert out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert lines[0] == "placectl: no place has the id '2' (io.placed.Places.UnknownPlace)"
+    assert "not a row of the last 'placectl places' listing" in lines[1]
+
+
+@pytest.mark.parametrize("arguments,name", [
+    (["select", "osm:node/0"], "UnknownPlace"),
+    (["places", "--limit", "50"], "InvalidLimit"),
+    (["rank", "95", "0"], "InvalidPosition"),
+])
+def test_daemon_errors_exit_1_with_their_name(daemon, arguments, name):
+    out = daemon.ctl(*arguments)
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert out.stderr.startswith("placectl: ") and out.stderr.rstrip().endswith("(%s%s)" % (ERROR, name))
+    # --json changes only the output of success.
+    assert daemon.ctl(*arguments, "--json").stderr == out.stderr
+
+
+def test_rank_is_a_what_if_query(daemon):
+    ranked = daemon.json("rank", "60.1710", "24.9410", "--accuracy", "20", "--limit", "4")["places"]
+    assert len(ranked) == 4
+    assert all(p["distance"] < 200 for p in ranked)
+    out = daemon.ctl("rank", "60.1710", "24.9410", "--accuracy=20", "-n", "4")
+    assert [r[-1] for r in table_rows(out.stdout)] == [p["id"] for p in ranked]
+    # A southern, western position: negative numbers are arguments, not options. No places there.
+    far = daemon.ctl("rank", "-33.8568", "-151.2153")
+    assert far.returncode == 0, far.stderr
+    assert far.stdout == "no places near\n"
+    assert daemon.json("status")["generation"] == 1, "ranking changed nothing"
+
+
+def test_watch_streams_markers_until_sigint(daemon):
+    first_id = daemon.json("places")["places"][0]["id"]
+    watch = daemon.popen("watch")
+    try:
+        line = read_line(watch)
+        assert " ranking 1 at 60.1699000,24.9384000" in line and "%" in line
+        assert daemon.ctl("select", "1").returncode == 0
+        line = read_line(watch)
+        assert " marker " in line and "(%s), selection 1" % first_id in line
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(10) == 0
+        assert watch.stderr.read() == ""
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+
+
+def test_watch_json_one_object_per_line_until_sigterm(daemon):
+    watch = daemon.popen("watch", "--json")
+    try:
+        first = json.loads(read_line(watch))
+        assert first["generation"] == 1 and len(first["places"]) == 5 and first["stale"] is False
+        picked = first["places"][2]["id"]
+        assert daemon.ctl("select", picked).returncode == 0
+        update = json.loads(read_line(watch))
+        assert update["marker"]["place"]["id"] == picked
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(10) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+
+
+def test_watch_ends_with_1_when_placed_goes(daemon):
+    watch = daemon.popen("watch")
+    try:
+        read_line(watch)
+        assert daemon.placed.stop() == 0
+        assert watch.wait(10) == 1
+        assert "placed closed the connection" in watch.stderr.read()
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    # The fixture stops placed again: a no-op.
+
+
+def test_every_read_command_has_json(daemon):
+    for arguments in (["status"], ["places"], ["history"], ["rank", "60.17", "24.94"]):
+        reply = daemon.json(*arguments)
+        assert isinstance(reply, dict) and reply, arguments
+
+
+def test_missing_socket_exits_1_with_a_hint(placectl_bin, tmp_path):
+    path = tmp_path / "no-such-socket"
+    for command in (["status"], ["places"], ["watch"], ["select", "x"]):
+        out = subprocess.run([placectl_bin, *command, "--socket", str(path)], capture_output=True, text=True,
+                             timeout=10)
+        assert out.returncode == 1, command
+        assert out.stderr == "placectl: is placed running? socket %s: No such file or directory\n" % path
+
+
+def test_a_socket_nobody_listens_on(placectl_bin, tmp_path):
+    import socket as sockets
+    path = tmp_path / "dead"
+    s = sockets.socket(sockets.AF_UNIX)
+    s.bind(str(path))
+    s.close()  # bound, never listening: connection refused
+    out = subprocess.run([placectl_bin, "--socket", str(path)], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1
+    assert out.stderr == "placectl: is placed running? socket %s: Connection refused\n" % path
+
+
+@pytest.mark.parametrize("arguments", [
+    ["frobnicate"], ["places", "--frobnicate"], ["select"], ["select", "a", "b"], ["rank", "60.1"],
+    ["rank", "north", "east"], ["places", "--limit", "0"], ["places", "--limit"], ["rank", "1", "2", "--accuracy", "-3"],
+    ["--bus", "--socket", "/x", "status"], ["--json", "import", "x.osm.pbf"], ["history", "--before", "x"],
+])
+def test_usage_errors_exit_2(placectl_bin, arguments):
+    out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("placectl")
+    assert lines[1].startswith("usage: placectl")
+    assert lines[2].startswith("Try 'placectl") and lines[2].endswith(" --help'.")
+
+
+@pytest.mark.parametrize("command", ["status", "places", "select", "watch", "history", "rank", "import"])
+def test_help_everywhere(placectl_bin, command):
+    for arguments in ([command, "--help"], [command, "-h"], ["--help", command]):
+        out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0
+        assert out.stdout.startswith("usage: placectl %s" % command)
+        assert out.stderr == ""
+
+
+def test_root_help_lists_the_commands_and_version(placectl_bin):
+    out = subprocess.run([placectl_bin, "--help"], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0
+    for command in ("status", "places", "select", "watch", "history", "rank", "import"):
+        assert "\n  %s " % command in out.stdout
+    version = subprocess.run([placectl_bin, "--version"], capture_output=True, text=True, timeout=10)
+    assert version.returncode == 0 and version.stdout.startswith("placectl ")
+
+
+def test_bash_completion_offers_commands_options_and_ids(daemon):
+    completion = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "bash-completion", "placectl")
+    script = """
+        source %s
+        complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _placectl; echo "${COMPREPLY[*]}"; }
+        complete_words placectl pl
+        complete_words placectl places --l
+        complete_words placectl --socket %s select osm:
+    """ % (completion, daemon.socket)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=20,
+                         env={**daemon.env, "PATH": "%s:%s" % (daemon.placectl_bin.parent, os.environ["PATH"])})
+    assert out.returncode == 0, out.stderr
+    commands, options, ids = out.stdout.splitlines()
+    assert commands.split() == ["places"]
+    assert options.split() == ["--limit"]
+    listed = [p["id"] for p in daemon.json("places", "--limit", "20")["places"]]
+    assert set(listed) <= set(ids.split())
