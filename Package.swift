@@ -44,6 +44,6 @@ let package = Package(
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
-        .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem"]),
+        .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem", "CSystemd"]),
     ]
 )

@@ -96,14 +96,7 @@ public final class BusClient: PlacesClient {
     }
 
     public func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError) {
-        let loop: EventLoop
-        var sources: [EventSource] = []
-        do {
-            loop = try EventLoop()
-            for signal in [SIGINT, SIGTERM] { sources.append(try loop.onSignal(signal) { loop.exit(0) }) }
-        } catch {
-            throw .system(error)
-        }
+        let loop = try WatchLoop()
         var failure: ClientError?
         let signals = SignalHandler { message in
             do throws(ClientError) {
@@ -112,6 +105,12 @@ public final class BusClient: PlacesClient {
                 case "MarkerPlaced":
                     let marker = try message.read()
                     onUpdate(["generation": marker["generation"] ?? .null, "marker": marker])
+                case "NameOwnerChanged":
+                    // (name, old owner, new owner): placed left the bus.
+                    let (name, _, owner) = (try message.read(), try message.read(), try message.read())
+                    guard name.string == Self.service, owner.string == "" else { return }
+                    failure = .disconnected(endpoint: "\(Self.service) on \(self.endpoint)")
+                    loop.exit(1)
                 default: break
                 }
             } catch {
@@ -122,31 +121,31 @@ public final class BusClient: PlacesClient {
         // Subscribe before reading the state, so nothing that happens in between is missed.
         var slots: [OpaquePointer?] = []
         defer { slots.forEach { sd_bus_slot_unref($0) } }
-        for member in ["PlacesChanged", "MarkerPlaced"] {
+        let rules = [
+            "type='signal',sender='\(Self.service)',path='\(Self.objectPath)',interface='\(Self.interface)',member='PlacesChanged'",
+            "type='signal',sender='\(Self.service)',path='\(Self.objectPath)',interface='\(Self.interface)',member='MarkerPlaced'",
+            "type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.service)'",
+        ]
+        for rule in rules {
             var slot: OpaquePointer?
             try check(
-                sd_bus_match_signal(
-                    bus, &slot, Self.service, Self.objectPath, Self.interface, member,
+                sd_bus_add_match(
+                    bus, &slot, rule,
                     { message, userdata, _ in
                         Unmanaged<SignalHandler>.fromOpaque(userdata!).takeUnretainedValue().handle(message)
                         return 0
-                    }, Unmanaged.passUnretained(signals).toOpaque()), "sd_bus_match_signal(\(member))")
+                    }, Unmanaged.passUnretained(signals).toOpaque()), "sd_bus_add_match(\(rule))")
             slots.append(slot)
         }
         var first = try current(limit: nil)
         first["marker"] = try Self.nonEmpty(allProperties()["Marker"])
         onUpdate(first)
 
-        try check(sd_bus_attach_event(bus, loop.handle, 0), "sd_bus_attach_event")
+        try check(sd_bus_attach_event(bus, loop.loop.handle, 0), "sd_bus_attach_event")
         defer { sd_bus_detach_event(bus) }
         try check(sd_bus_set_exit_on_disconnect(bus, 1), "sd_bus_set_exit_on_disconnect")
-        do {
-            try loop.run()
-        } catch {
-            throw .system(error)
-        }
+        try loop.run()
         withExtendedLifetime(signals) {}
-        sources.removeAll()
         if let failure { throw failure }
         if sd_bus_is_open(bus) <= 0 { throw .disconnected(endpoint: endpoint) }
     }

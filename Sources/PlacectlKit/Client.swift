@@ -168,3 +168,41 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+/// The event loop of a watch: it ends with status 0 on SIGINT or SIGTERM. sd-event reads those
+/// signals from a signalfd, so they are blocked while the loop lives; the caller's signal mask
+/// comes back when it is released.
+final class WatchLoop {
+    let loop: EventLoop
+    private var signals: [EventSource] = []
+    private var savedMask = sigset_t()
+
+    init() throws(ClientError) {
+        pthread_sigmask(SIG_SETMASK, nil, &savedMask)
+        do {
+            loop = try EventLoop()
+            for signal in [SIGINT, SIGTERM] {
+                signals.append(try loop.onSignal(signal) { [unowned loop] in loop.exit(0) })
+            }
+        } catch {
+            pthread_sigmask(SIG_SETMASK, &savedMask, nil)
+            throw .system(error)
+        }
+    }
+
+    deinit {
+        signals.forEach { $0.cancel() }
+        pthread_sigmask(SIG_SETMASK, &savedMask, nil)
+    }
+
+    /// Runs until a signal or `exit(_:)`.
+    func run() throws(ClientError) {
+        do {
+            try loop.run()
+        } catch {
+            throw .system(error)
+        }
+    }
+
+    func exit(_ status: Int32) { loop.exit(status) }
+}

@@ -157,14 +157,7 @@ public final class VarlinkClient: PlacesClient {
     public func status() throws(ClientError) -> [String: JSON] { try call("Status") }
 
     public func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError) {
-        let loop: EventLoop
-        var signals: [EventSource] = []
-        do {
-            loop = try EventLoop()
-            for signal in [SIGINT, SIGTERM] { signals.append(try loop.onSignal(signal) { loop.exit(0) }) }
-        } catch {
-            throw .system(error)
-        }
+        let loop = try WatchLoop()
         try send("Watch", [:], more: true)
 
         var failure: ClientError?
@@ -174,7 +167,7 @@ public final class VarlinkClient: PlacesClient {
         }
         let readable: EventSource
         do {
-            readable = try loop.onIO(fd: fd) { [unowned self] _ in
+            readable = try loop.loop.onIO(fd: fd) { [unowned self] _ in
                 do throws(ClientError) {
                     guard try self.readChunk() else { return finish(.disconnected(endpoint: self.endpoint)) }
                     while let message = try self.framer.next() {
@@ -189,12 +182,11 @@ public final class VarlinkClient: PlacesClient {
                     finish(error)
                 }
             }
-            try loop.run()
         } catch {
             throw .system(error)
         }
-        readable.cancel()
-        signals.removeAll()
+        defer { readable.cancel() }
+        try loop.run()
         if let failure { throw failure }
     }
 
