@@ -4,558 +4,574 @@
 /// their UTF-8 bytes, so the same value always produces the same bytes. Numbers are `Double`, which
 /// holds every integer up to 2^53 exactly.
 public enum JSON: Sendable, Equatable {
-  case null
-  case bool(Bool)
-  case number(Double)
-  case string(String)
-  case array([JSON])
-  case object([String: JSON])
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSON])
+    case object([String: JSON])
 }
 
 /// Why JSON text was rejected or could not be written, and where: the byte offset into the input
 /// (parsing) or into the output produced so far (serializing).
 public struct JSONError: Error, Equatable, CustomStringConvertible {
-  public enum Reason: Sendable, Equatable {
-    case unexpectedEnd
-    /// A byte that cannot start or continue the value being read.
-    case unexpectedByte(UInt8)
-    case invalidNumber
-    /// The number's magnitude does not fit a `Double` (e.g. `1e400`).
-    case numberOutOfRange
-    case invalidEscape
-    /// A `\u` escape with an unpaired surrogate.
-    case invalidSurrogate
-    case invalidUTF8
-    /// A raw control character (U+0000–U+001F) inside a string; JSON requires it escaped.
-    case controlCharacterInString
-    case duplicateKey(String)
-    case tooDeep(limit: Int)
-    /// Data after the top-level value.
-    case trailingData
-    /// NaN or an infinity: JSON has no spelling for them.
-    case nonFiniteNumber
-  }
-
-  public let reason: Reason
-  public let offset: Int
-
-  public init(_ reason: Reason, offset: Int) {
-    self.reason = reason
-    self.offset = offset
-  }
-
-  public var description: String {
-    let what: String
-    switch reason {
-    case .unexpectedEnd: what = "unexpected end of input"
-    case .unexpectedByte(let byte):
-      what =
-        (0x21...0x7E).contains(byte)
-        ? "unexpected character '\(Character(Unicode.Scalar(byte)))'"
-        : "unexpected byte 0x\(hex(byte))"
-    case .invalidNumber: what = "invalid number"
-    case .numberOutOfRange: what = "number out of range"
-    case .invalidEscape: what = "invalid escape sequence"
-    case .invalidSurrogate: what = "unpaired UTF-16 surrogate in \\u escape"
-    case .invalidUTF8: what = "invalid UTF-8"
-    case .controlCharacterInString: what = "unescaped control character in string"
-    case .duplicateKey(let key): what = "duplicate key \"\(key)\""
-    case .tooDeep(let limit): what = "nesting deeper than \(limit) levels"
-    case .trailingData: what = "data after the JSON value"
-    case .nonFiniteNumber: what = "NaN or infinity cannot be written as JSON"
+    public enum Reason: Sendable, Equatable {
+        case unexpectedEnd
+        /// A byte that cannot start or continue the value being read.
+        case unexpectedByte(UInt8)
+        case invalidNumber
+        /// The number's magnitude does not fit a `Double` (e.g. `1e400`).
+        case numberOutOfRange
+        case invalidEscape
+        /// A `\u` escape with an unpaired surrogate.
+        case invalidSurrogate
+        case invalidUTF8
+        /// A raw control character (U+0000–U+001F) inside a string; JSON requires it escaped.
+        case controlCharacterInString
+        case duplicateKey(String)
+        case tooDeep(limit: Int)
+        /// Data after the top-level value.
+        case trailingData
+        /// NaN or an infinity: JSON has no spelling for them.
+        case nonFiniteNumber
     }
-    return "JSON: \(what) at byte \(offset)"
-  }
 
-  private func hex(_ byte: UInt8) -> String {
-    let digits = Array("0123456789ABCDEF")
-    return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-  }
+    public let reason: Reason
+    public let offset: Int
+
+    public init(_ reason: Reason, offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+
+    public var description: String {
+        let what: String
+        switch reason {
+        case .unexpectedEnd: what = "unexpected end of input"
+        case .unexpectedByte(let byte):
+            what =
+                (0x21...0x7E).contains(byte)
+                ? "unexpected character '\(Character(Unicode.Scalar(byte)))'"
+                : "unexpected byte 0x\(hex(byte))"
+        case .invalidNumber: what = "invalid number"
+        case .numberOutOfRange: what = "number out of range"
+        case .invalidEscape: what = "invalid escape sequence"
+        case .invalidSurrogate: what = "unpaired UTF-16 surrogate in \\u escape"
+        case .invalidUTF8: what = "invalid UTF-8"
+        case .controlCharacterInString: what = "unescaped control character in string"
+        case .duplicateKey(let key): what = "duplicate key \"\(key)\""
+        case .tooDeep(let limit): what = "nesting deeper than \(limit) levels"
+        case .trailingData: what = "data after the JSON value"
+        case .nonFiniteNumber: what = "NaN or infinity cannot be written as JSON"
+        }
+        return "JSON: \(what) at byte \(offset)"
+    }
+
+    private func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+    }
 }
 
 // MARK: - Accessors
 
 extension JSON {
-  public subscript(key: String) -> JSON? {
-    if case .object(let members) = self { return members[key] }
-    return nil
-  }
+    public subscript(key: String) -> JSON? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
 
-  public var isNull: Bool { self == .null }
+    public var isNull: Bool { self == .null }
 
-  public var bool: Bool? {
-    if case .bool(let value) = self { return value }
-    return nil
-  }
+    public var bool: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
 
-  public var double: Double? {
-    if case .number(let value) = self { return value }
-    return nil
-  }
+    public var double: Double? {
+        if case .number(let value) = self { return value }
+        return nil
+    }
 
-  /// The number when it is an integer that `Int` holds exactly; nil for 1.5 or 1e300.
-  public var int: Int? {
-    guard case .number(let value) = self, value.rounded(.towardZero) == value,
-      value >= -9_223_372_036_854_775_808.0, value < 9_223_372_036_854_775_808.0
-    else { return nil }
-    return Int(value)
-  }
+    /// The number when it is an integer that `Int` holds exactly; nil for 1.5 or 1e300.
+    public var int: Int? {
+        guard case .number(let value) = self, value.rounded(.towardZero) == value,
+            value >= -9_223_372_036_854_775_808.0, value < 9_223_372_036_854_775_808.0
+        else { return nil }
+        return Int(value)
+    }
 
-  public var string: String? {
-    if case .string(let value) = self { return value }
-    return nil
-  }
+    public var string: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
 
-  public var array: [JSON]? {
-    if case .array(let value) = self { return value }
-    return nil
-  }
+    public var array: [JSON]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
 
-  public var object: [String: JSON]? {
-    if case .object(let value) = self { return value }
-    return nil
-  }
+    public var object: [String: JSON]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
 }
 
 extension JSON: ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
-  ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+    ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
-  public init(booleanLiteral value: Bool) { self = .bool(value) }
-  public init(integerLiteral value: Int) { self = .number(Double(value)) }
-  public init(floatLiteral value: Double) { self = .number(value) }
-  public init(stringLiteral value: String) { self = .string(value) }
-  public init(arrayLiteral elements: JSON...) { self = .array(elements) }
-  public init(dictionaryLiteral elements: (String, JSON)...) {
-    self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
-  }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
 }
 
 // MARK: - Parsing
 
 extension JSON {
-  /// Nesting limit of `init(parsing:)` unless told otherwise; deep enough for any real message,
-  /// shallow enough that hostile input cannot exhaust the stack.
-  public static let defaultDepthLimit = 64
+    /// Nesting limit of `init(parsing:)` unless told otherwise; deep enough for any real message,
+    /// shallow enough that hostile input cannot exhaust the stack.
+    public static let defaultDepthLimit = 64
 
-  /// Parses exactly one JSON text (surrounding whitespace allowed). Strict RFC 8259: no comments,
-  /// trailing commas, leading zeros, lone surrogates, raw control characters, invalid UTF-8 or
-  /// duplicate object keys.
-  public init(parsing bytes: some Sequence<UInt8>, depthLimit: Int = JSON.defaultDepthLimit)
-    throws(JSONError)
-  {
-    let result: Result<JSON, JSONError>? = bytes.withContiguousStorageIfAvailable { buffer in
-      Result { () throws(JSONError) -> JSON in try JSON.parse(buffer, depthLimit: depthLimit) }
+    /// Parses exactly one JSON text (surrounding whitespace allowed). Strict RFC 8259: no comments,
+    /// trailing commas, leading zeros, lone surrogates, raw control characters, invalid UTF-8 or
+    /// duplicate object keys.
+    public init(parsing bytes: some Sequence<UInt8>, depthLimit: Int = JSON.defaultDepthLimit)
+        throws(JSONError)
+    {
+        let result: Result<JSON, JSONError>? = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(JSONError) -> JSON in try JSON.parse(buffer, depthLimit: depthLimit) }
+        }
+        if let result {
+            self = try result.get()
+        } else {
+            self = try JSON(parsing: Array(bytes), depthLimit: depthLimit)
+        }
     }
-    if let result {
-      self = try result.get()
-    } else {
-      self = try JSON(parsing: Array(bytes), depthLimit: depthLimit)
-    }
-  }
 
-  public init(parsing text: String, depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
-    var text = text
-    let result = text.withUTF8 { buffer in
-      Result { () throws(JSONError) -> JSON in try JSON.parse(buffer, depthLimit: depthLimit) }
+    public init(parsing text: String, depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
+        var text = text
+        let result = text.withUTF8 { buffer in
+            Result { () throws(JSONError) -> JSON in try JSON.parse(buffer, depthLimit: depthLimit) }
+        }
+        self = try result.get()
     }
-    self = try result.get()
-  }
 
-  private static func parse(_ buffer: UnsafeBufferPointer<UInt8>, depthLimit: Int) throws(JSONError)
-    -> JSON
-  {
-    var parser = Parser(bytes: buffer, depthLimit: depthLimit)
-    parser.skipWhitespace()
-    let value = try parser.parseValue(depth: 0)
-    parser.skipWhitespace()
-    if parser.position != buffer.count { throw JSONError(.trailingData, offset: parser.position) }
-    return value
-  }
+    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>, depthLimit: Int) throws(JSONError)
+        -> JSON
+    {
+        var parser = Parser(bytes: buffer, depthLimit: depthLimit)
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        if parser.position != buffer.count { throw JSONError(.trailingData, offset: parser.position) }
+        return value
+    }
 }
 
 private struct Parser {
-  let bytes: UnsafeBufferPointer<UInt8>
-  let depthLimit: Int
-  var position = 0
+    let bytes: UnsafeBufferPointer<UInt8>
+    let depthLimit: Int
+    var position = 0
 
-  init(bytes: UnsafeBufferPointer<UInt8>, depthLimit: Int) {
-    self.bytes = bytes
-    self.depthLimit = depthLimit
-  }
+    init(bytes: UnsafeBufferPointer<UInt8>, depthLimit: Int) {
+        self.bytes = bytes
+        self.depthLimit = depthLimit
+    }
 
-  mutating func skipWhitespace() {
-    while position < bytes.count {
-      switch bytes[position] {
-      case 0x20, 0x09, 0x0A, 0x0D: position += 1
-      default: return
-      }
-    }
-  }
-
-  func peek() throws(JSONError) -> UInt8 {
-    guard position < bytes.count else { throw JSONError(.unexpectedEnd, offset: position) }
-    return bytes[position]
-  }
-
-  mutating func expect(_ byte: UInt8) throws(JSONError) {
-    let actual = try peek()
-    guard actual == byte else { throw JSONError(.unexpectedByte(actual), offset: position) }
-    position += 1
-  }
-
-  mutating func expectLiteral(_ literal: StaticString, _ value: JSON) throws(JSONError) -> JSON {
-    let start = position
-    for index in 0..<literal.utf8CodeUnitCount {
-      let expected = literal.utf8Start[index]
-      guard start + index < bytes.count else {
-        throw JSONError(.unexpectedEnd, offset: start + index)
-      }
-      let actual = bytes[start + index]
-      guard actual == expected else {
-        throw JSONError(.unexpectedByte(actual), offset: start + index)
-      }
-    }
-    position = start + literal.utf8CodeUnitCount
-    return value
-  }
-
-  mutating func parseValue(depth: Int) throws(JSONError) -> JSON {
-    switch try peek() {
-    case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
-    case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
-    case UInt8(ascii: "\""): return .string(try parseString())
-    case UInt8(ascii: "t"): return try expectLiteral("true", .bool(true))
-    case UInt8(ascii: "f"): return try expectLiteral("false", .bool(false))
-    case UInt8(ascii: "n"): return try expectLiteral("null", .null)
-    case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
-    case let byte: throw JSONError(.unexpectedByte(byte), offset: position)
-    }
-  }
-
-  mutating func parseObject(depth: Int) throws(JSONError) -> JSON {
-    if depth > depthLimit { throw JSONError(.tooDeep(limit: depthLimit), offset: position) }
-    position += 1  // {
-    var members: [String: JSON] = [:]
-    skipWhitespace()
-    if try peek() == UInt8(ascii: "}") {
-      position += 1
-      return .object(members)
-    }
-    while true {
-      skipWhitespace()
-      let keyOffset = position
-      guard try peek() == UInt8(ascii: "\"") else {
-        throw JSONError(.unexpectedByte(bytes[position]), offset: position)
-      }
-      let key = try parseString()
-      skipWhitespace()
-      try expect(UInt8(ascii: ":"))
-      skipWhitespace()
-      let value = try parseValue(depth: depth)
-      if members.updateValue(value, forKey: key) != nil {
-        throw JSONError(.duplicateKey(key), offset: keyOffset)
-      }
-      skipWhitespace()
-      switch try peek() {
-      case UInt8(ascii: ","): position += 1
-      case UInt8(ascii: "}"):
-        position += 1
-        return .object(members)
-      case let byte: throw JSONError(.unexpectedByte(byte), offset: position)
-      }
-    }
-  }
-
-  mutating func parseArray(depth: Int) throws(JSONError) -> JSON {
-    if depth > depthLimit { throw JSONError(.tooDeep(limit: depthLimit), offset: position) }
-    position += 1  // [
-    var elements: [JSON] = []
-    skipWhitespace()
-    if try peek() == UInt8(ascii: "]") {
-      position += 1
-      return .array(elements)
-    }
-    while true {
-      skipWhitespace()
-      elements.append(try parseValue(depth: depth))
-      skipWhitespace()
-      switch try peek() {
-      case UInt8(ascii: ","): position += 1
-      case UInt8(ascii: "]"):
-        position += 1
-        return .array(elements)
-      case let byte: throw JSONError(.unexpectedByte(byte), offset: position)
-      }
-    }
-  }
-
-  mutating func parseNumber() throws(JSONError) -> Double {
-    let start = position
-    var isInteger = true
-    if bytes[position] == UInt8(ascii: "-") { position += 1 }
-    // Integer part: "0" alone or a non-zero digit followed by digits.
-    let first = try peek()
-    guard isDigit(first) else { throw JSONError(.invalidNumber, offset: position) }
-    position += 1
-    if first != UInt8(ascii: "0") {
-      while position < bytes.count, isDigit(bytes[position]) { position += 1 }
-    }
-    if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
-      isInteger = false
-      position += 1
-      try requireDigits()
-    }
-    if position < bytes.count,
-      bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E")
-    {
-      isInteger = false
-      position += 1
-      if position < bytes.count,
-        bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-")
-      {
-        position += 1
-      }
-      try requireDigits()
-    }
-    let text = UnsafeBufferPointer(rebasing: bytes[start..<position])
-    // Fast path: up to 15 digits are exact in a Double, no rounding question arises.
-    if isInteger, text.count <= 16 {
-      var negative = false
-      var magnitude: Int64 = 0
-      for byte in text {
-        if byte == UInt8(ascii: "-") {
-          negative = true
-        } else {
-          magnitude = magnitude * 10 + Int64(byte &- 48)
+    mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
         }
-      }
-      if magnitude < 1 << 53 {
-        // "-0" stays negative zero, as the general path would give.
-        return negative ? -Double(magnitude) : Double(magnitude)
-      }
     }
-    // The grammar is checked above, so a failed or infinite conversion can only mean overflow.
-    guard let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else {
-      throw JSONError(.numberOutOfRange, offset: start)
+
+    func peek() throws(JSONError) -> UInt8 {
+        guard position < bytes.count else { throw JSONError(.unexpectedEnd, offset: position) }
+        return bytes[position]
     }
-    return value
-  }
 
-  mutating func requireDigits() throws(JSONError) {
-    guard isDigit(try peek()) else { throw JSONError(.invalidNumber, offset: position) }
-    while position < bytes.count, isDigit(bytes[position]) { position += 1 }
-  }
+    mutating func expect(_ byte: UInt8) throws(JSONError) {
+        let actual = try peek()
+        guard actual == byte else { throw JSONError(.unexpectedByte(actual), offset: position) }
+        position += 1
+    }
 
-  func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
-
-  mutating func parseString() throws(JSONError) -> String {
-    position += 1  // opening quote
-    let start = position
-    // Fast path: no escapes, so the string is the raw bytes once validated as UTF-8.
-    while position < bytes.count {
-      let byte = bytes[position]
-      if byte == UInt8(ascii: "\"") {
-        let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
-        guard let string = String(validating: raw, as: UTF8.self) else {
-          throw JSONError(.invalidUTF8, offset: start + firstInvalidUTF8(raw))
+    mutating func expectLiteral(_ literal: StaticString, _ value: JSON) throws(JSONError) -> JSON {
+        let start = position
+        for index in 0..<literal.utf8CodeUnitCount {
+            let expected = literal.utf8Start[index]
+            guard start + index < bytes.count else {
+                throw JSONError(.unexpectedEnd, offset: start + index)
+            }
+            let actual = bytes[start + index]
+            guard actual == expected else {
+                throw JSONError(.unexpectedByte(actual), offset: start + index)
+            }
         }
-        position += 1
-        return string
-      }
-      if byte == UInt8(ascii: "\\") { break }
-      if byte < 0x20 { throw JSONError(.controlCharacterInString, offset: position) }
-      position += 1
+        position = start + literal.utf8CodeUnitCount
+        return value
     }
-    guard position < bytes.count else { throw JSONError(.unexpectedEnd, offset: position) }
-    return try parseEscapedString(from: start)
-  }
 
-  /// The slow path: decode escapes into a byte buffer, then validate the result as UTF-8 once.
-  mutating func parseEscapedString(from start: Int) throws(JSONError) -> String {
-    var utf8 = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
-    while true {
-      guard position < bytes.count else { throw JSONError(.unexpectedEnd, offset: position) }
-      let byte = bytes[position]
-      switch byte {
-      case UInt8(ascii: "\""):
-        position += 1
-        guard let string = String(validating: utf8, as: UTF8.self) else {
-          throw JSONError(.invalidUTF8, offset: start)
+    mutating func parseValue(depth: Int) throws(JSONError) -> JSON {
+        switch try peek() {
+        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): return try expectLiteral("true", .bool(true))
+        case UInt8(ascii: "f"): return try expectLiteral("false", .bool(false))
+        case UInt8(ascii: "n"): return try expectLiteral("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        case let byte: throw JSONError(.unexpectedByte(byte), offset: position)
         }
-        return string
-      case UInt8(ascii: "\\"):
-        position += 1
-        let escape = try peek()
-        position += 1
-        switch escape {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(escape)
-        case UInt8(ascii: "b"): utf8.append(0x08)
-        case UInt8(ascii: "f"): utf8.append(0x0C)
-        case UInt8(ascii: "n"): utf8.append(0x0A)
-        case UInt8(ascii: "r"): utf8.append(0x0D)
-        case UInt8(ascii: "t"): utf8.append(0x09)
-        case UInt8(ascii: "u"): appendUTF8(of: try parseUnicodeEscape(), to: &utf8)
-        default: throw JSONError(.invalidEscape, offset: position - 2)
+    }
+
+    mutating func parseObject(depth: Int) throws(JSONError) -> JSON {
+        if depth > depthLimit { throw JSONError(.tooDeep(limit: depthLimit), offset: position) }
+        position += 1  // {
+        var members: [String: JSON] = [:]
+        skipWhitespace()
+        if try peek() == UInt8(ascii: "}") {
+            position += 1
+            return .object(members)
         }
-      case 0..<0x20:
-        throw JSONError(.controlCharacterInString, offset: position)
-      default:
-        utf8.append(byte)
+        while true {
+            skipWhitespace()
+            let keyOffset = position
+            guard try peek() == UInt8(ascii: "\"") else {
+                throw JSONError(.unexpectedByte(bytes[position]), offset: position)
+            }
+            let key = try parseString()
+            skipWhitespace()
+            try expect(UInt8(ascii: ":"))
+            skipWhitespace()
+            let value = try parseValue(depth: depth)
+            if members.updateValue(value, forKey: key) != nil {
+                throw JSONError(.duplicateKey(key), offset: keyOffset)
+            }
+            skipWhitespace()
+            switch try peek() {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "}"):
+                position += 1
+                return .object(members)
+            case let byte: throw JSONError(.unexpectedByte(byte), offset: position)
+            }
+        }
+    }
+
+    mutating func parseArray(depth: Int) throws(JSONError) -> JSON {
+        if depth > depthLimit { throw JSONError(.tooDeep(limit: depthLimit), offset: position) }
+        position += 1  // [
+        var elements: [JSON] = []
+        skipWhitespace()
+        if try peek() == UInt8(ascii: "]") {
+            position += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue(depth: depth))
+            skipWhitespace()
+            switch try peek() {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "]"):
+                position += 1
+                return .array(elements)
+            case let byte: throw JSONError(.unexpectedByte(byte), offset: position)
+            }
+        }
+    }
+
+    mutating func parseNumber() throws(JSONError) -> Double {
+        let start = position
+        var isInteger = true
+        if bytes[position] == UInt8(ascii: "-") { position += 1 }
+        // Integer part: "0" alone or a non-zero digit followed by digits.
+        let first = try peek()
+        guard isDigit(first) else { throw JSONError(.invalidNumber, offset: position) }
         position += 1
-      }
+        if first != UInt8(ascii: "0") {
+            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            isInteger = false
+            position += 1
+            try requireDigits()
+        }
+        if position < bytes.count,
+            bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E")
+        {
+            isInteger = false
+            position += 1
+            if position < bytes.count,
+                bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-")
+            {
+                position += 1
+            }
+            try requireDigits()
+        }
+        let text = UnsafeBufferPointer(rebasing: bytes[start..<position])
+        // Fast path: up to 15 digits are exact in a Double, no rounding question arises.
+        if isInteger, text.count <= 16 {
+            var negative = false
+            var magnitude: Int64 = 0
+            for byte in text {
+                if byte == UInt8(ascii: "-") {
+                    negative = true
+                } else {
+                    magnitude = magnitude * 10 + Int64(byte &- 48)
+                }
+            }
+            if magnitude < 1 << 53 {
+                // "-0" stays negative zero, as the general path would give.
+                return negative ? -Double(magnitude) : Double(magnitude)
+            }
+        }
+        // The grammar is checked above, so a failed or infinite conversion can only mean overflow.
+        guard let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else {
+            throw JSONError(.numberOutOfRange, offset: start)
+        }
+        return value
     }
-  }
 
-  /// After `\u`: four hex digits, and for a high surrogate the `\uDC00`-range partner.
-  mutating func parseUnicodeEscape() throws(JSONError) -> Unicode.Scalar {
-    let escapeStart = position - 2
-    let unit = try parseHex4()
-    switch unit {
-    case 0xD800...0xDBFF:
-      guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
-        bytes[position + 1] == UInt8(ascii: "u")
-      else { throw JSONError(.invalidSurrogate, offset: escapeStart) }
-      position += 2
-      let low = try parseHex4()
-      guard (0xDC00...0xDFFF).contains(low) else {
-        throw JSONError(.invalidSurrogate, offset: escapeStart)
-      }
-      let value = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-      return Unicode.Scalar(value)!
-    case 0xDC00...0xDFFF:
-      throw JSONError(.invalidSurrogate, offset: escapeStart)
-    default:
-      return Unicode.Scalar(unit)!
+    mutating func requireDigits() throws(JSONError) {
+        guard isDigit(try peek()) else { throw JSONError(.invalidNumber, offset: position) }
+        while position < bytes.count, isDigit(bytes[position]) { position += 1 }
     }
-  }
 
-  mutating func parseHex4() throws(JSONError) -> UInt16 {
-    var value: UInt16 = 0
-    for _ in 0..<4 {
-      let byte = try peek()
-      let digit: UInt8
-      switch byte {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-      default: throw JSONError(.invalidEscape, offset: position)
-      }
-      value = value << 4 | UInt16(digit)
-      position += 1
+    func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    mutating func parseString() throws(JSONError) -> String {
+        position += 1  // opening quote
+        let start = position
+        // Fast path: no escapes, so the string is the raw bytes once validated as UTF-8.
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
+                guard let string = String(validating: raw, as: UTF8.self) else {
+                    throw JSONError(.invalidUTF8, offset: start + firstInvalidUTF8(raw))
+                }
+                position += 1
+                return string
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw JSONError(.controlCharacterInString, offset: position) }
+            position += 1
+        }
+        guard position < bytes.count else { throw JSONError(.unexpectedEnd, offset: position) }
+        return try parseEscapedString(from: start)
     }
-    return value
-  }
 
-  func appendUTF8(of scalar: Unicode.Scalar, to utf8: inout [UInt8]) {
-    UTF8.encode(scalar) { utf8.append($0) }
-  }
-
-  /// Offset of the first byte that breaks UTF-8, for the error message.
-  func firstInvalidUTF8(_ raw: UnsafeBufferPointer<UInt8>) -> Int {
-    var decoder = UTF8()
-    var iterator = raw.makeIterator()
-    var offset = 0
-    while true {
-      switch decoder.decode(&iterator) {
-      case .scalarValue(let scalar): offset += UTF8.width(scalar)
-      case .emptyInput, .error: return offset
-      }
+    /// The slow path: decode escapes into a byte buffer, then validate the result as UTF-8 once.
+    mutating func parseEscapedString(from start: Int) throws(JSONError) -> String {
+        var utf8 = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+        while true {
+            guard position < bytes.count else { throw JSONError(.unexpectedEnd, offset: position) }
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                position += 1
+                guard let string = String(validating: utf8, as: UTF8.self) else {
+                    throw JSONError(.invalidUTF8, offset: start)
+                }
+                return string
+            case UInt8(ascii: "\\"):
+                position += 1
+                let escape = try peek()
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(escape)
+                case UInt8(ascii: "b"): utf8.append(0x08)
+                case UInt8(ascii: "f"): utf8.append(0x0C)
+                case UInt8(ascii: "n"): utf8.append(0x0A)
+                case UInt8(ascii: "r"): utf8.append(0x0D)
+                case UInt8(ascii: "t"): utf8.append(0x09)
+                case UInt8(ascii: "u"): appendUTF8(of: try parseUnicodeEscape(), to: &utf8)
+                default: throw JSONError(.invalidEscape, offset: position - 2)
+                }
+            case 0..<0x20:
+                throw JSONError(.controlCharacterInString, offset: position)
+            default:
+                utf8.append(byte)
+                position += 1
+            }
+        }
     }
-  }
+
+    /// After `\u`: four hex digits, and for a high surrogate the `\uDC00`-range partner.
+    mutating func parseUnicodeEscape() throws(JSONError) -> Unicode.Scalar {
+        let escapeStart = position - 2
+        let unit = try parseHex4()
+        switch unit {
+        case 0xD800...0xDBFF:
+            guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
+                bytes[position + 1] == UInt8(ascii: "u")
+            else { throw JSONError(.invalidSurrogate, offset: escapeStart) }
+            position += 2
+            let low = try parseHex4()
+            guard (0xDC00...0xDFFF).contains(low) else {
+                throw JSONError(.invalidSurrogate, offset: escapeStart)
+            }
+            let value = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+            return Unicode.Scalar(value)!
+        case 0xDC00...0xDFFF:
+            throw JSONError(.invalidSurrogate, offset: escapeStart)
+        default:
+            return Unicode.Scalar(unit)!
+        }
+    }
+
+    mutating func parseHex4() throws(JSONError) -> UInt16 {
+        var value: UInt16 = 0
+        for _ in 0..<4 {
+            let byte = try peek()
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw JSONError(.invalidEscape, offset: position)
+            }
+            value = value << 4 | UInt16(digit)
+            position += 1
+        }
+        return value
+    }
+
+    func appendUTF8(of scalar: Unicode.Scalar, to utf8: inout [UInt8]) {
+        UTF8.encode(scalar) { utf8.append($0) }
+    }
+
+    /// Offset of the first byte that breaks UTF-8, for the error message.
+    func firstInvalidUTF8(_ raw: UnsafeBufferPointer<UInt8>) -> Int {
+        var decoder = UTF8()
+        var iterator = raw.makeIterator()
+        var offset = 0
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let scalar): offset += UTF8.width(scalar)
+            case .emptyInput, .error: return offset
+            }
+        }
+    }
 }
 
 // MARK: - Serializing
 
 extension JSON {
-  /// The compact UTF-8 encoding: no insignificant whitespace, object keys sorted, integers
-  /// without a fraction, shortest round-tripping form for other numbers.
-  public func encoded() throws(JSONError) -> [UInt8] {
-    var output: [UInt8] = []
-    output.reserveCapacity(64)
-    try encode(into: &output)
-    return output
-  }
-
-  /// Appends the compact encoding to `output` (e.g. a socket buffer).
-  public func encode(into output: inout [UInt8]) throws(JSONError) {
-    switch self {
-    case .null: output.append(contentsOf: "null".utf8)
-    case .bool(let value): output.append(contentsOf: value ? "true".utf8 : "false".utf8)
-    case .number(let value): try JSON.encode(number: value, into: &output)
-    case .string(let value): JSON.encode(string: value, into: &output)
-    case .array(let elements):
-      output.append(UInt8(ascii: "["))
-      for (index, element) in elements.enumerated() {
-        if index > 0 { output.append(UInt8(ascii: ",")) }
-        try element.encode(into: &output)
-      }
-      output.append(UInt8(ascii: "]"))
-    case .object(let members):
-      output.append(UInt8(ascii: "{"))
-      // Byte order of UTF-8 equals Unicode scalar order: deterministic and locale-free.
-      let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-      for (index, key) in keys.enumerated() {
-        if index > 0 { output.append(UInt8(ascii: ",")) }
-        JSON.encode(string: key, into: &output)
-        output.append(UInt8(ascii: ":"))
-        try members[key].unsafelyUnwrapped.encode(into: &output)
-      }
-      output.append(UInt8(ascii: "}"))
+    /// The compact UTF-8 encoding: no insignificant whitespace, object keys sorted, integers
+    /// without a fraction, shortest round-tripping form for other numbers.
+    public func encoded() throws(JSONError) -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(64)
+        try encode(into: &output)
+        return output
     }
-  }
 
-  /// The compact encoding as a string.
-  public func serialized() throws(JSONError) -> String {
-    String(decoding: try encoded(), as: UTF8.self)
-  }
-
-  private static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
-    guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
-    // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
-    if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
-      output.append(contentsOf: String(Int64(number)).utf8)
-    } else {
-      // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
-      output.append(contentsOf: number.description.utf8)
+    /// Appends the compact encoding to `output` (e.g. a socket buffer).
+    public func encode(into output: inout [UInt8]) throws(JSONError) {
+        switch self {
+        case .null: output.append(contentsOf: "null".utf8)
+        case .bool(let value): output.append(contentsOf: value ? "true".utf8 : "false".utf8)
+        case .number(let value): try JSON.encode(number: value, into: &output)
+        case .string(let value): JSON.encode(string: value, into: &output)
+        case .array(let elements):
+            output.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                try element.encode(into: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        case .object(let members):
+            output.append(UInt8(ascii: "{"))
+            // Byte order of UTF-8 equals Unicode scalar order: deterministic and locale-free.
+            let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            for (index, member) in sorted.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                JSON.encode(string: member.key, into: &output)
+                output.append(UInt8(ascii: ":"))
+                try member.value.encode(into: &output)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
     }
-  }
 
-  private static func encode(string: String, into output: inout [UInt8]) {
-    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-    output.append(UInt8(ascii: "\""))
-    for byte in string.utf8 {
-      switch byte {
-      case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-      case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-      case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-      case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-      case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-      case 0x08: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-      case 0x0C: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-      case 0..<0x20:
-        output.append(contentsOf: [
-          UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-          hex[Int(byte >> 4)],
-          hex[Int(byte & 0xF)],
-        ])
-      default: output.append(byte)
-      }
+    /// The compact encoding as a string.
+    public func serialized() throws(JSONError) -> String {
+        String(decoding: try encoded(), as: UTF8.self)
     }
-    output.append(UInt8(ascii: "\""))
-  }
+
+    private static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
+        guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
+        // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
+        if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
+            output.append(contentsOf: String(Int64(number)).utf8)
+        } else {
+            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
+            output.append(contentsOf: number.description.utf8)
+        }
+    }
+
+    private static func encode(string: String, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { bytes in
+            // Copy runs of bytes that need no escape in one go; most strings are a single run.
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                appendEscape(of: byte, to: &output)
+                runStart = index + 1
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendEscape(of byte: UInt8, to output: inout [UInt8]) {
+        let escaped: UInt8
+        switch byte {
+        case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
+        case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
+        case 0x0A: escaped = UInt8(ascii: "n")
+        case 0x0D: escaped = UInt8(ascii: "r")
+        case 0x09: escaped = UInt8(ascii: "t")
+        case 0x08: escaped = UInt8(ascii: "b")
+        case 0x0C: escaped = UInt8(ascii: "f")
+        default:
+            let hex: StaticString = "0123456789abcdef"
+            output.append(contentsOf: [
+                UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 0xF)],
+            ])
+            return
+        }
+        output.append(UInt8(ascii: "\\"))
+        output.append(escaped)
+    }
 }
 
 extension JSON: CustomStringConvertible {
-  /// The compact encoding; non-finite numbers, which have none, show as `NaN`/`inf` for debugging.
-  public var description: String {
-    if let text = try? serialized() { return text }
-    switch self {
-    case .number(let value): return value.description
-    case .array(let elements): return "[" + elements.map(\.description).joined(separator: ",") + "]"
-    case .object(let members):
-      let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-      return "{" + keys.map { "\(JSON.string($0)):\(members[$0]!)" }.joined(separator: ",") + "}"
-    default: return "?"
+    /// The compact encoding; non-finite numbers, which have none, show as `NaN`/`inf` for debugging.
+    public var description: String {
+        if let text = try? serialized() { return text }
+        switch self {
+        case .number(let value): return value.description
+        case .array(let elements): return "[" + elements.map(\.description).joined(separator: ",") + "]"
+        case .object(let members):
+            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            return "{" + keys.map { "\(JSON.string($0)):\(members[$0]!)" }.joined(separator: ",") + "}"
+        default: return "?"
+        }
     }
-  }
 }

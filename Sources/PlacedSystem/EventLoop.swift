@@ -1,179 +1,171 @@
 import CSystemd
-
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #endif
 
 /// The daemon's single event loop: a thin wrapper over sd-event. Every adapter (gpsd, D-Bus,
 /// varlink, timers, signals) plugs a source into it; nothing polls, and with no sources ready the
 /// process sleeps in epoll_wait.
 public final class EventLoop {
-  /// The underlying `sd_event *`, for libraries that attach themselves (sd-bus).
-  public let handle: OpaquePointer
+    /// The underlying `sd_event *`, for libraries that attach themselves (sd-bus).
+    public let handle: OpaquePointer
 
-  public init() throws(SystemError) {
-    var event: OpaquePointer?
-    try checkSD(sd_event_new(&event), "sd_event_new")
-    handle = event!
-  }
+    public init() throws(SystemError) {
+        var event: OpaquePointer?
+        try checkSD(sd_event_new(&event), "sd_event_new")
+        handle = event!
+    }
 
-  deinit { sd_event_unref(handle) }
+    deinit { sd_event_unref(handle) }
 
-  /// Runs until `exit(_:)`; returns the exit code.
-  @discardableResult
-  public func run() throws(SystemError) -> Int32 {
-    try checkSD(sd_event_loop(handle), "sd_event_loop")
-  }
+    /// Runs until `exit(_:)`; returns the exit code.
+    @discardableResult
+    public func run() throws(SystemError) -> Int32 {
+        try checkSD(sd_event_loop(handle), "sd_event_loop")
+    }
 
-  /// Runs one iteration, waiting at most `timeout` microseconds (`UInt64.max`: forever).
-  /// Returns false once the loop has exited.
-  @discardableResult
-  public func runOnce(timeout: UInt64 = .max) throws(SystemError) -> Bool {
-    try checkSD(sd_event_run(handle, timeout), "sd_event_run") > 0 || !hasExited
-  }
+    /// Runs one iteration, waiting at most `timeout` microseconds (`UInt64.max`: forever).
+    /// Returns false once the loop has exited.
+    @discardableResult
+    public func runOnce(timeout: UInt64 = .max) throws(SystemError) -> Bool {
+        try checkSD(sd_event_run(handle, timeout), "sd_event_run") > 0 || !hasExited
+    }
 
-  public var hasExited: Bool { sd_event_get_state(handle) == Int32(SD_EVENT_FINISHED) }
+    public var hasExited: Bool { sd_event_get_state(handle) == Int32(SD_EVENT_FINISHED) }
 
-  public func exit(_ code: Int32 = 0) { sd_event_exit(handle, code) }
+    public func exit(_ code: Int32 = 0) { sd_event_exit(handle, code) }
 
-  /// CLOCK_MONOTONIC now, in microseconds, as cached by the loop for this iteration.
-  public var now: UInt64 {
-    var usec: UInt64 = 0
-    sd_event_now(handle, CLOCK_MONOTONIC, &usec)
-    return usec
-  }
+    /// CLOCK_MONOTONIC now, in microseconds, as cached by the loop for this iteration.
+    public var now: UInt64 {
+        var usec: UInt64 = 0
+        sd_event_now(handle, CLOCK_MONOTONIC, &usec)
+        return usec
+    }
 
-  /// Sends WATCHDOG=1 automatically at half of $WATCHDOG_USEC. Returns whether a watchdog is on.
-  @discardableResult
-  public func enableWatchdog() throws(SystemError) -> Bool {
-    try checkSD(sd_event_set_watchdog(handle, 1), "sd_event_set_watchdog") > 0
-  }
+    /// Sends WATCHDOG=1 automatically at half of $WATCHDOG_USEC. Returns whether a watchdog is on.
+    @discardableResult
+    public func enableWatchdog() throws(SystemError) -> Bool {
+        try checkSD(sd_event_set_watchdog(handle, 1), "sd_event_set_watchdog") > 0
+    }
 
-  // MARK: Sources
+    // MARK: Sources
 
-  /// Calls `handler` with the ready epoll events whenever `fd` is ready for `events`.
-  public func onIO(
-    fd: Int32, events: UInt32 = UInt32(EPOLLIN.rawValue), _ handler: @escaping (UInt32) -> Void
-  ) throws(SystemError) -> EventSource {
-    let box = EventSource.Box(.io(handler))
-    var source: OpaquePointer?
-    try checkSD(
-      sd_event_add_io(
-        handle, &source, fd, events,
-        { _, _, revents, userdata in
-          EventSource.Box.from(userdata).fireIO(revents)
-          return 0
-        }, box.opaque), "sd_event_add_io")
-    return EventSource(source!, box)
-  }
+    /// Calls `handler` with the ready epoll events whenever `fd` is ready for `events`.
+    public func onIO(
+        fd: Int32, events: UInt32 = UInt32(EPOLLIN.rawValue), _ handler: @escaping (UInt32) -> Void
+    ) throws(SystemError) -> EventSource {
+        let box = EventSource.Box(.io(handler))
+        var source: OpaquePointer?
+        try checkSD(
+            sd_event_add_io(
+                handle, &source, fd, events,
+                { _, _, revents, userdata in
+                    EventSource.Box.from(userdata).fireIO(revents)
+                    return 0
+                }, box.opaque), "sd_event_add_io")
+        return EventSource(source!, box)
+    }
 
-  /// A one-shot monotonic timer `microseconds` from now. Re-arm it with `EventSource.schedule(after:)`.
-  public func after(_ microseconds: UInt64, _ handler: @escaping () -> Void) throws(SystemError)
-    -> EventSource
-  {
-    let box = EventSource.Box(.plain(handler))
-    var source: OpaquePointer?
-    try checkSD(
-      sd_event_add_time_relative(
-        handle, &source, CLOCK_MONOTONIC, microseconds, 0,
-        { _, _, userdata in
-          EventSource.Box.from(userdata).fire()
-          return 0
-        }, box.opaque), "sd_event_add_time_relative")
-    return EventSource(source!, box)
-  }
+    /// A one-shot monotonic timer `microseconds` from now. Re-arm it with `EventSource.schedule(after:)`.
+    public func after(_ microseconds: UInt64, _ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let box = EventSource.Box(.plain(handler))
+        var source: OpaquePointer?
+        try checkSD(
+            sd_event_add_time_relative(
+                handle, &source, CLOCK_MONOTONIC, microseconds, 0,
+                { _, _, userdata in
+                    EventSource.Box.from(userdata).fire()
+                    return 0
+                }, box.opaque), "sd_event_add_time_relative")
+        return EventSource(source!, box)
+    }
 
-  /// Delivers `signal` through a signalfd; the signal is blocked for normal delivery first.
-  public func onSignal(_ signal: Int32, _ handler: @escaping () -> Void) throws(SystemError)
-    -> EventSource
-  {
-    var mask = sigset_t()
-    sigemptyset(&mask)
-    sigaddset(&mask, signal)
-    try checkPOSIX(sigprocmask(SIG_BLOCK, &mask, nil), "sigprocmask")
-    let box = EventSource.Box(.plain(handler))
-    var source: OpaquePointer?
-    try checkSD(
-      sd_event_add_signal(
-        handle, &source, signal,
-        { _, _, userdata in
-          EventSource.Box.from(userdata).fire()
-          return 0
-        }, box.opaque), "sd_event_add_signal")
-    return EventSource(source!, box)
-  }
+    /// Delivers `signal` through a signalfd; the signal is blocked for normal delivery first.
+    public func onSignal(_ signal: Int32, _ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, signal)
+        try checkPOSIX(sigprocmask(SIG_BLOCK, &mask, nil), "sigprocmask")
+        let box = EventSource.Box(.plain(handler))
+        var source: OpaquePointer?
+        try checkSD(
+            sd_event_add_signal(
+                handle, &source, signal,
+                { _, _, userdata in
+                    EventSource.Box.from(userdata).fire()
+                    return 0
+                }, box.opaque), "sd_event_add_signal")
+        return EventSource(source!, box)
+    }
 
-  /// Runs `handler` once, on the next iteration, before waiting for I/O.
-  public func onNextIteration(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
-    let box = EventSource.Box(.plain(handler))
-    var source: OpaquePointer?
-    try checkSD(
-      sd_event_add_defer(
-        handle, &source,
-        { _, userdata in
-          EventSource.Box.from(userdata).fire()
-          return 0
-        }, box.opaque), "sd_event_add_defer")
-    try checkSD(
-      sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT)), "sd_event_source_set_enabled")
-    return EventSource(source!, box)
-  }
+    /// Runs `handler` once, on the next iteration, before waiting for I/O.
+    public func onNextIteration(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let box = EventSource.Box(.plain(handler))
+        var source: OpaquePointer?
+        try checkSD(
+            sd_event_add_defer(
+                handle, &source,
+                { _, userdata in
+                    EventSource.Box.from(userdata).fire()
+                    return 0
+                }, box.opaque), "sd_event_add_defer")
+        try checkSD(sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT)), "sd_event_source_set_enabled")
+        return EventSource(source!, box)
+    }
 }
 
 /// An event source attached to an `EventLoop`. It lives as long as this object: release it (or call
 /// `cancel()`) to detach. The handler's context travels through `Unmanaged`, so the C callbacks stay
 /// capture-free.
 public final class EventSource {
-  final class Box {
-    enum Handler {
-      case io((UInt32) -> Void)
-      case plain(() -> Void)
+    final class Box {
+        enum Handler {
+            case io((UInt32) -> Void)
+            case plain(() -> Void)
+        }
+        let handler: Handler
+        init(_ handler: Handler) { self.handler = handler }
+
+        var opaque: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+        static func from(_ pointer: UnsafeMutableRawPointer?) -> Box {
+            Unmanaged<Box>.fromOpaque(pointer!).takeUnretainedValue()
+        }
+        func fire() { if case let .plain(h) = handler { h() } }
+        func fireIO(_ revents: UInt32) { if case let .io(h) = handler { h(revents) } }
     }
-    let handler: Handler
-    init(_ handler: Handler) { self.handler = handler }
 
-    var opaque: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
-    static func from(_ pointer: UnsafeMutableRawPointer?) -> Box {
-      Unmanaged<Box>.fromOpaque(pointer!).takeUnretainedValue()
+    private var source: OpaquePointer?
+    private let box: Box
+
+    init(_ source: OpaquePointer, _ box: Box) {
+        self.source = source
+        self.box = box
     }
-    func fire() { if case .plain(let h) = handler { h() } }
-    func fireIO(_ revents: UInt32) { if case .io(let h) = handler { h(revents) } }
-  }
 
-  private var source: OpaquePointer?
-  private let box: Box
+    deinit { cancel() }
 
-  init(_ source: OpaquePointer, _ box: Box) {
-    self.source = source
-    self.box = box
-  }
+    public func cancel() {
+        if let source { sd_event_source_disable_unref(source) }
+        source = nil
+    }
 
-  deinit { cancel() }
+    /// Re-arms a timer source to fire once, `microseconds` from now.
+    public func schedule(after microseconds: UInt64) throws(SystemError) {
+        guard let source else { return }
+        try checkSD(sd_event_source_set_time_relative(source, microseconds), "sd_event_source_set_time_relative")
+        try checkSD(sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT)), "sd_event_source_set_enabled")
+    }
 
-  public func cancel() {
-    if let source { sd_event_source_disable_unref(source) }
-    source = nil
-  }
+    /// Pauses or resumes the source (an I/O source stays registered while off).
+    public func setEnabled(_ on: Bool) throws(SystemError) {
+        guard let source else { return }
+        let mode = on ? SD_EVENT_ON : SD_EVENT_OFF
+        try checkSD(sd_event_source_set_enabled(source, Int32(mode)), "sd_event_source_set_enabled")
+    }
 
-  /// Re-arms a timer source to fire once, `microseconds` from now.
-  public func schedule(after microseconds: UInt64) throws(SystemError) {
-    guard let source else { return }
-    try checkSD(
-      sd_event_source_set_time_relative(source, microseconds), "sd_event_source_set_time_relative")
-    try checkSD(
-      sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT)), "sd_event_source_set_enabled")
-  }
-
-  /// Pauses or resumes the source (an I/O source stays registered while off).
-  public func setEnabled(_ on: Bool) throws(SystemError) {
-    guard let source else { return }
-    let mode = on ? SD_EVENT_ON : SD_EVENT_OFF
-    try checkSD(sd_event_source_set_enabled(source, Int32(mode)), "sd_event_source_set_enabled")
-  }
-
-  /// For I/O sources: which epoll events to wait for (e.g. add EPOLLOUT while output is queued).
-  public func setIOEvents(_ events: UInt32) throws(SystemError) {
-    guard let source else { return }
-    try checkSD(sd_event_source_set_io_events(source, events), "sd_event_source_set_io_events")
-  }
+    /// For I/O sources: which epoll events to wait for (e.g. add EPOLLOUT while output is queued).
+    public func setIOEvents(_ events: UInt32) throws(SystemError) {
+        guard let source else { return }
+        try checkSD(sd_event_source_set_io_events(source, events), "sd_event_source_set_io_events")
+    }
 }

@@ -1,113 +1,113 @@
 #if canImport(Glibc)
-  import Glibc
+    import Glibc
 #endif
 
 /// Listening Unix stream sockets for the daemon's control interfaces.
 public enum UnixSocket {
-  /// Creates a non-blocking, close-on-exec socket listening at `path` with permissions `mode`.
-  ///
-  /// A stale socket file left by a crashed instance is replaced; a socket some live process still
-  /// accepts on is not (`EADDRINUSE`), and neither is anything that is not a socket (`EEXIST`).
-  /// The mode is set between bind and listen, so no client can connect while it is still wrong.
-  public static func listen(path: String, mode: mode_t = 0o660, backlog: Int32 = 4096)
-    throws(SystemError) -> Int32
-  {
-    var address = try socketAddress(path)
-    var status = stat()
-    if lstat(path, &status) == 0 {
-      guard status.st_mode & S_IFMT == S_IFSOCK else {
-        throw SystemError("\(path): not a socket", errno: EEXIST)
-      }
-      if isAccepting(&address) { throw SystemError("\(path): in use", errno: EADDRINUSE) }
-      try checkPOSIX(unlink(path), "unlink(\(path))")
-    }
-    let fd = try checkPOSIX(
-      socket(
-        AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0),
-      "socket(AF_UNIX)")
-    do throws(SystemError) {
-      _ = try withUnsafePointer(to: &address) { pointer throws(SystemError) in
-        try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa throws(SystemError) in
-          try checkPOSIX(bind(fd, sa, socklen_t(MemoryLayout<sockaddr_un>.size)), "bind(\(path))")
+    /// Creates a non-blocking, close-on-exec socket listening at `path` with permissions `mode`.
+    ///
+    /// A stale socket file left by a crashed instance is replaced; a socket some live process still
+    /// accepts on is not (`EADDRINUSE`), and neither is anything that is not a socket (`EEXIST`).
+    /// The mode is set between bind and listen, so no client can connect while it is still wrong.
+    public static func listen(path: String, mode: mode_t = 0o660, backlog: Int32 = 4096)
+        throws(SystemError) -> Int32
+    {
+        var address = try socketAddress(path)
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFSOCK else {
+                throw SystemError("\(path): not a socket", errno: EEXIST)
+            }
+            if isAccepting(&address) { throw SystemError("\(path): in use", errno: EADDRINUSE) }
+            try checkPOSIX(unlink(path), "unlink(\(path))")
         }
-      }
-      try checkPOSIX(chmod(path, mode), "chmod(\(path))")
-      try checkPOSIX(Glibc.listen(fd, backlog), "listen(\(path))")
-    } catch {
-      close(fd)
-      throw error
+        let fd = try checkPOSIX(
+            socket(
+                AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0),
+            "socket(AF_UNIX)")
+        do throws(SystemError) {
+            _ = try withUnsafePointer(to: &address) { pointer throws(SystemError) in
+                try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa throws(SystemError) in
+                    try checkPOSIX(bind(fd, sa, socklen_t(MemoryLayout<sockaddr_un>.size)), "bind(\(path))")
+                }
+            }
+            try checkPOSIX(chmod(path, mode), "chmod(\(path))")
+            try checkPOSIX(Glibc.listen(fd, backlog), "listen(\(path))")
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd
     }
-    return fd
-  }
 
-  /// Opens a blocking connection to the socket at `path` (clients and tests).
-  public static func connect(path: String) throws(SystemError) -> Int32 {
-    var address = try socketAddress(path)
-    let fd = try checkPOSIX(
-      socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0), "socket")
-    let result = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-      }
+    /// Opens a blocking connection to the socket at `path` (clients and tests).
+    public static func connect(path: String) throws(SystemError) -> Int32 {
+        var address = try socketAddress(path)
+        let fd = try checkPOSIX(
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0), "socket")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if result == -1 {
+            let error = SystemError("connect(\(path))", errno: errno)
+            close(fd)
+            throw error
+        }
+        return fd
     }
-    if result == -1 {
-      let error = SystemError("connect(\(path))", errno: errno)
-      close(fd)
-      throw error
-    }
-    return fd
-  }
 
-  /// Makes `fd` non-blocking and close-on-exec (accept4 is hidden from Swift without _GNU_SOURCE).
-  static func configureAccepted(_ fd: Int32) throws(SystemError) {
-    try checkPOSIX(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), "fcntl(O_NONBLOCK)")
-    try checkPOSIX(fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(FD_CLOEXEC)")
-  }
+    /// Makes `fd` non-blocking and close-on-exec (accept4 is hidden from Swift without _GNU_SOURCE).
+    static func configureAccepted(_ fd: Int32) throws(SystemError) {
+        try checkPOSIX(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), "fcntl(O_NONBLOCK)")
+        try checkPOSIX(fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(FD_CLOEXEC)")
+    }
 
-  private static func socketAddress(_ path: String) throws(SystemError) -> sockaddr_un {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    let capacity = MemoryLayout.size(ofValue: address.sun_path)
-    guard !bytes.isEmpty, bytes.count < capacity, !bytes.contains(0) else {
-      throw SystemError("socket path \(path)", errno: ENAMETOOLONG)
+    private static func socketAddress(_ path: String) throws(SystemError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity, !bytes.contains(0) else {
+            throw SystemError("socket path \(path)", errno: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+        }
+        return address
     }
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-      raw.copyBytes(from: bytes)
-    }
-    return address
-  }
 
-  /// Whether a live process listens on `address`. Non-blocking, so a listener with a full backlog
-  /// (EAGAIN) counts as live instead of stalling us.
-  private static func isAccepting(_ address: inout sockaddr_un) -> Bool {
-    let probe = socket(
-      AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
-    guard probe >= 0 else { return false }
-    defer { close(probe) }
-    let result = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        Glibc.connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-      }
+    /// Whether a live process listens on `address`. Non-blocking, so a listener with a full backlog
+    /// (EAGAIN) counts as live instead of stalling us.
+    private static func isAccepting(_ address: inout sockaddr_un) -> Bool {
+        let probe = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return false }
+        defer { close(probe) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return result == 0 || errno == EAGAIN
     }
-    return result == 0 || errno == EAGAIN
-  }
 }
 
 /// Process resource limits.
 public enum ProcessLimits {
-  /// Raises the soft limit on open files to the hard limit, so the daemon can hold thousands of
-  /// clients (systemd's default soft limit is 1024; sd-event uses epoll, so no select() ceiling
-  /// applies to our own descriptors). Returns the new soft limit.
-  @discardableResult
-  public static func raiseOpenFileLimit() throws(SystemError) -> UInt64 {
-    let resource = Int32(RLIMIT_NOFILE.rawValue)
-    var limit = rlimit()
-    try checkPOSIX(getrlimit(resource, &limit), "getrlimit(RLIMIT_NOFILE)")
-    if limit.rlim_cur < limit.rlim_max {
-      limit.rlim_cur = limit.rlim_max
-      try checkPOSIX(setrlimit(resource, &limit), "setrlimit(RLIMIT_NOFILE)")
+    /// Raises the soft limit on open files to the hard limit, so the daemon can hold thousands of
+    /// clients (systemd's default soft limit is 1024; sd-event uses epoll, so no select() ceiling
+    /// applies to our own descriptors). Returns the new soft limit.
+    @discardableResult
+    public static func raiseOpenFileLimit() throws(SystemError) -> UInt64 {
+        let resource = Int32(RLIMIT_NOFILE.rawValue)
+        var limit = rlimit()
+        try checkPOSIX(getrlimit(resource, &limit), "getrlimit(RLIMIT_NOFILE)")
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            try checkPOSIX(setrlimit(resource, &limit), "setrlimit(RLIMIT_NOFILE)")
+        }
+        return UInt64(limit.rlim_cur)
     }
-    return UInt64(limit.rlim_cur)
-  }
 }

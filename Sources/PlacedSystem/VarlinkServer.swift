@@ -2,7 +2,7 @@ import CSystemd
 import PlacedCore
 
 #if canImport(Glibc)
-  import Glibc
+    import Glibc
 #endif
 
 /// A varlink server (https://varlink.org) on a listening Unix stream socket, driven by an
@@ -14,268 +14,268 @@ import PlacedCore
 /// unsent output is bounded by `maxQueuedBytes` and a client that stops reading is dropped when it
 /// fills. None of it touches other clients. Loop thread only; not thread-safe.
 public final class VarlinkServer {
-  public struct Configuration: Sendable {
-    /// `GetInfo` fields.
-    public var vendor: String
-    public var product: String
-    public var version: String
-    public var url: String
-    /// Largest accepted message, in bytes, without its NUL terminator.
-    public var maxMessageSize = 64 * 1024
-    /// Largest backlog of unsent replies per client before it is dropped.
-    public var maxQueuedBytes = 256 * 1024
-    /// Connections beyond this many are closed at once.
-    public var maxConnections = 4096
-    /// Error sent before disconnecting a client whose message exceeds `maxMessageSize`
-    /// (parameters: `limit`).
-    public var messageTooLargeError: String
-    /// Error sent before disconnecting a client that sent malformed JSON or a message that is not a
-    /// call (parameters: `reason`).
-    public var invalidMessageError: String
-    /// Error replied when a handler throws something other than a `VarlinkError`.
-    public var internalError: String
+    public struct Configuration: Sendable {
+        /// `GetInfo` fields.
+        public var vendor: String
+        public var product: String
+        public var version: String
+        public var url: String
+        /// Largest accepted message, in bytes, without its NUL terminator.
+        public var maxMessageSize = 64 * 1024
+        /// Largest backlog of unsent replies per client before it is dropped.
+        public var maxQueuedBytes = 256 * 1024
+        /// Connections beyond this many are closed at once.
+        public var maxConnections = 4096
+        /// Error sent before disconnecting a client whose message exceeds `maxMessageSize`
+        /// (parameters: `limit`).
+        public var messageTooLargeError: String
+        /// Error sent before disconnecting a client that sent malformed JSON or a message that is not a
+        /// call (parameters: `reason`).
+        public var invalidMessageError: String
+        /// Error replied when a handler throws something other than a `VarlinkError`.
+        public var internalError: String
 
-    /// `errorInterface` qualifies the server's own errors: `<errorInterface>.MessageTooLarge`,
-    /// `.InvalidMessage`, `.InternalError` (declare them in that interface's description).
-    public init(
-      vendor: String, product: String, version: String, url: String, errorInterface: String
-    ) {
-      self.vendor = vendor
-      self.product = product
-      self.version = version
-      self.url = url
-      messageTooLargeError = errorInterface + ".MessageTooLarge"
-      invalidMessageError = errorInterface + ".InvalidMessage"
-      internalError = errorInterface + ".InternalError"
-    }
-  }
-
-  /// Handles one call: reply now or keep the call and reply later. A thrown `VarlinkError`
-  /// becomes the reply; any other error becomes `configuration.internalError`.
-  public typealias Handler = (VarlinkCall) throws -> Void
-
-  public let configuration: Configuration
-  private let loop: EventLoop
-  private let listener: Int32
-  /// The socket path this server created and removes on `close()`; nil for an inherited socket.
-  private let path: String?
-  private var acceptSource: EventSource?
-  private var acceptRetry: EventSource?
-  private var interfaces: [(interface: VarlinkInterface, handler: Handler)] = []
-  private var connections: [Int32: VarlinkConnection] = [:]
-  private var needProcessing: [VarlinkConnection] = []
-  private var processingSource: EventSource?
-  /// One read buffer for all connections: the loop reads one socket at a time.
-  var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-
-  /// Listens on a new socket at `path` (see `UnixSocket.listen` for the stale-socket rules).
-  public convenience init(
-    loop: EventLoop, path: String, mode: mode_t = 0o660, configuration: Configuration
-  ) throws(SystemError) {
-    let fd = try UnixSocket.listen(path: path, mode: mode)
-    try self.init(loop: loop, listening: fd, path: path, configuration: configuration)
-  }
-
-  /// Serves on an already listening socket (e.g. from systemd socket activation). The server owns
-  /// and closes it.
-  public convenience init(loop: EventLoop, listening fd: Int32, configuration: Configuration)
-    throws(SystemError)
-  {
-    try self.init(loop: loop, listening: fd, path: nil, configuration: configuration)
-  }
-
-  private init(loop: EventLoop, listening fd: Int32, path: String?, configuration: Configuration)
-    throws(SystemError)
-  {
-    self.loop = loop
-    self.listener = fd
-    self.path = path
-    self.configuration = configuration
-    // Thousands of clients need thousands of descriptors; failing to raise is not fatal.
-    _ = try? ProcessLimits.raiseOpenFileLimit()
-    do {
-      try UnixSocket.configureAccepted(fd)
-      acceptSource = try loop.onIO(fd: fd) { [weak self] _ in self?.acceptClients() }
-    } catch {
-      Glibc.close(fd)
-      throw error
-    }
-  }
-
-  deinit { close() }
-
-  /// Adds an interface: its calls go to `handler`. The first one registered after
-  /// `org.varlink.service` is listed first by `GetInfo`.
-  public func register(_ interface: VarlinkInterface, handler: @escaping Handler) {
-    interfaces.removeAll { $0.interface.name == interface.name }
-    interfaces.append((interface, handler))
-  }
-
-  /// Open client connections.
-  public var connectionCount: Int { connections.count }
-
-  /// Calls made with `more` to `method` (fully qualified) that are still open: the watchers.
-  public func openStreams(of method: String) -> [VarlinkCall] {
-    connections.values.compactMap { connection in
-      guard let call = connection.currentCall, call.more, call.method == method, !call.isFinished
-      else {
-        return nil
-      }
-      return call
-    }
-  }
-
-  /// Sends `parameters` as a `continues` reply to every open stream of `method`, encoding once.
-  /// Returns how many clients it was queued for; a client whose queue is full is dropped.
-  @discardableResult
-  public func broadcast(_ parameters: [String: JSON], toStreamsOf method: String) throws(JSONError)
-    -> Int
-  {
-    let streams = openStreams(of: method)
-    guard !streams.isEmpty else { return 0 }
-    let bytes = try VarlinkServer.frame(["continues": true, "parameters": .object(parameters)])
-    var delivered = 0
-    for call in streams where call.connection?.send(bytes) == true { delivered += 1 }
-    return delivered
-  }
-
-  /// Stops listening, disconnects every client (cancelling their calls) and removes the socket file.
-  public func close() {
-    guard let source = acceptSource else { return }
-    source.cancel()
-    acceptSource = nil
-    acceptRetry = nil
-    processingSource = nil
-    Glibc.close(listener)
-    if let path { unlink(path) }
-    for connection in Array(connections.values) { connection.close(reason: .serverClosed) }
-  }
-
-  // MARK: Accepting
-
-  private func acceptClients() {
-    // Bounded per wake-up so a connection storm cannot starve the clients already served.
-    for _ in 0..<256 {
-      let fd = accept(listener, nil, nil)
-      if fd < 0 {
-        switch errno {
-        case EINTR, ECONNABORTED: continue
-        case EMFILE, ENFILE, ENOBUFS, ENOMEM: pauseAccepting()
-        default: break
+        /// `errorInterface` qualifies the server's own errors: `<errorInterface>.MessageTooLarge`,
+        /// `.InvalidMessage`, `.InternalError` (declare them in that interface's description).
+        public init(
+            vendor: String, product: String, version: String, url: String, errorInterface: String
+        ) {
+            self.vendor = vendor
+            self.product = product
+            self.version = version
+            self.url = url
+            messageTooLargeError = errorInterface + ".MessageTooLarge"
+            invalidMessageError = errorInterface + ".InvalidMessage"
+            internalError = errorInterface + ".InternalError"
         }
-        return
-      }
-      guard connections.count < configuration.maxConnections,
-        (try? UnixSocket.configureAccepted(fd)) != nil,
-        let credentials = try? Credentials(peerOf: fd),
-        let connection = try? VarlinkConnection(
-          fd: fd, credentials: credentials, server: self, loop: loop)
-      else {
-        Glibc.close(fd)
-        continue
-      }
-      connections[fd] = connection
     }
-  }
 
-  /// Out of descriptors: accepting again at once would spin on the still-readable listener, so
-  /// pause it briefly; clients wait in the backlog meanwhile.
-  private func pauseAccepting() {
-    try? acceptSource?.setEnabled(false)
-    acceptRetry = try? loop.after(100_000) { [weak self] in
-      guard let self else { return }
-      try? self.acceptSource?.setEnabled(true)
-      self.acceptRetry = nil
-    }
-  }
+    /// Handles one call: reply now or keep the call and reply later. A thrown `VarlinkError`
+    /// becomes the reply; any other error becomes `configuration.internalError`.
+    public typealias Handler = (VarlinkCall) throws -> Void
 
-  func connectionClosed(_ connection: VarlinkConnection, reason: VarlinkConnection.CloseReason) {
-    if connections[connection.fd] === connection { connections[connection.fd] = nil }
-  }
+    public let configuration: Configuration
+    private let loop: EventLoop
+    private let listener: Int32
+    /// The socket path this server created and removes on `close()`; nil for an inherited socket.
+    private let path: String?
+    private var acceptSource: EventSource?
+    private var acceptRetry: EventSource?
+    private var interfaces: [(interface: VarlinkInterface, handler: Handler)] = []
+    private var connections: [Int32: VarlinkConnection] = [:]
+    private var needProcessing: [VarlinkConnection] = []
+    private var processingSource: EventSource?
+    /// One read buffer for all connections: the loop reads one socket at a time.
+    var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
-  /// A call finished outside input processing: handle the client's next buffered call on the next
-  /// iteration, not inside whatever code finished the call.
-  func scheduleProcessing(_ connection: VarlinkConnection) {
-    needProcessing.append(connection)
-    guard processingSource == nil else { return }
-    processingSource = try? loop.onNextIteration { [weak self] in
-      guard let self else { return }
-      let pending = self.needProcessing
-      self.needProcessing = []
-      self.processingSource = nil
-      for connection in pending where !connection.isClosed { connection.processInput() }
+    /// Listens on a new socket at `path` (see `UnixSocket.listen` for the stale-socket rules).
+    public convenience init(
+        loop: EventLoop, path: String, mode: mode_t = 0o660, configuration: Configuration
+    ) throws(SystemError) {
+        let fd = try UnixSocket.listen(path: path, mode: mode)
+        try self.init(loop: loop, listening: fd, path: path, configuration: configuration)
     }
-  }
 
-  // MARK: Dispatch
+    /// Serves on an already listening socket (e.g. from systemd socket activation). The server owns
+    /// and closes it.
+    public convenience init(loop: EventLoop, listening fd: Int32, configuration: Configuration)
+        throws(SystemError)
+    {
+        try self.init(loop: loop, listening: fd, path: nil, configuration: configuration)
+    }
 
-  func dispatch(_ call: VarlinkCall) {
-    let interface = call.interface
-    guard !interface.isEmpty, !call.member.isEmpty else {
-      call.fail(.interfaceNotFound(interface))
-      return
-    }
-    if interface == VarlinkInterface.service.name {
-      return serveService(call)
-    }
-    guard let entry = interfaces.first(where: { $0.interface.name == interface }) else {
-      call.fail(.interfaceNotFound(interface))
-      return
-    }
-    guard entry.interface.methods.contains(call.member) else {
-      call.fail(.methodNotFound(call.method))
-      return
-    }
-    do {
-      try entry.handler(call)
-    } catch let error as VarlinkError {
-      call.fail(error)
-    } catch {
-      call.fail(VarlinkError(configuration.internalError))
-    }
-  }
-
-  private func serveService(_ call: VarlinkCall) {
-    do {
-      switch call.member {
-      case "GetInfo":
-        try call.rejectUnknownParameters(allowing: [])
-        let names = [VarlinkInterface.service.name] + interfaces.map(\.interface.name)
-        try call.reply([
-          "vendor": .string(configuration.vendor), "product": .string(configuration.product),
-          "version": .string(configuration.version), "url": .string(configuration.url),
-          "interfaces": .array(names.map(JSON.string)),
-        ])
-      case "GetInterfaceDescription":
-        try call.rejectUnknownParameters(allowing: ["interface"])
-        let name = try call.required("interface", \.string)
-        let all = [VarlinkInterface.service] + interfaces.map(\.interface)
-        guard let interface = all.first(where: { $0.name == name }) else {
-          throw VarlinkError.interfaceNotFound(name)
+    private init(loop: EventLoop, listening fd: Int32, path: String?, configuration: Configuration)
+        throws(SystemError)
+    {
+        self.loop = loop
+        self.listener = fd
+        self.path = path
+        self.configuration = configuration
+        // Thousands of clients need thousands of descriptors; failing to raise is not fatal.
+        _ = try? ProcessLimits.raiseOpenFileLimit()
+        do {
+            try UnixSocket.configureAccepted(fd)
+            acceptSource = try loop.onIO(fd: fd) { [weak self] _ in self?.acceptClients() }
+        } catch {
+            Glibc.close(fd)
+            throw error
         }
-        try call.reply(["description": .string(interface.description)])
-      default:
-        throw VarlinkError.methodNotFound(call.method)
-      }
-    } catch let error as VarlinkError {
-      call.fail(error)
-    } catch {
-      call.fail(VarlinkError(configuration.internalError))
     }
-  }
 
-  // MARK: Framing
+    deinit { close() }
 
-  /// One message on the wire: compact JSON and the NUL terminator.
-  static func frame(_ message: JSON) throws(JSONError) -> [UInt8] {
-    var bytes = try message.encoded()
-    bytes.append(0)
-    return bytes
-  }
+    /// Adds an interface: its calls go to `handler`. The first one registered after
+    /// `org.varlink.service` is listed first by `GetInfo`.
+    public func register(_ interface: VarlinkInterface, handler: @escaping Handler) {
+        interfaces.removeAll { $0.interface.name == interface.name }
+        interfaces.append((interface, handler))
+    }
 
-  static func frame(error: VarlinkError) -> [UInt8] {
-    let message: JSON = ["error": .string(error.name), "parameters": .object(error.parameters)]
-    // Error parameters that cannot be encoded (NaN) are dropped rather than the error itself.
-    return (try? frame(message)) ?? (try! frame(["error": .string(error.name), "parameters": [:]]))
-  }
+    /// Open client connections.
+    public var connectionCount: Int { connections.count }
+
+    /// Calls made with `more` to `method` (fully qualified) that are still open: the watchers.
+    public func openStreams(of method: String) -> [VarlinkCall] {
+        connections.values.compactMap { connection in
+            guard let call = connection.currentCall, call.more, call.method == method, !call.isFinished
+            else {
+                return nil
+            }
+            return call
+        }
+    }
+
+    /// Sends `parameters` as a `continues` reply to every open stream of `method`, encoding once.
+    /// Returns how many clients it was queued for; a client whose queue is full is dropped.
+    @discardableResult
+    public func broadcast(_ parameters: [String: JSON], toStreamsOf method: String) throws(JSONError)
+        -> Int
+    {
+        let streams = openStreams(of: method)
+        guard !streams.isEmpty else { return 0 }
+        let bytes = try VarlinkServer.frame(["continues": true, "parameters": .object(parameters)])
+        var delivered = 0
+        for call in streams where call.connection?.send(bytes) == true { delivered += 1 }
+        return delivered
+    }
+
+    /// Stops listening, disconnects every client (cancelling their calls) and removes the socket file.
+    public func close() {
+        guard let source = acceptSource else { return }
+        source.cancel()
+        acceptSource = nil
+        acceptRetry = nil
+        processingSource = nil
+        Glibc.close(listener)
+        if let path { unlink(path) }
+        for connection in Array(connections.values) { connection.close(reason: .serverClosed) }
+    }
+
+    // MARK: Accepting
+
+    private func acceptClients() {
+        // Bounded per wake-up so a connection storm cannot starve the clients already served.
+        for _ in 0..<256 {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 {
+                switch errno {
+                case EINTR, ECONNABORTED: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: pauseAccepting()
+                default: break
+                }
+                return
+            }
+            guard connections.count < configuration.maxConnections,
+                (try? UnixSocket.configureAccepted(fd)) != nil,
+                let credentials = try? Credentials(peerOf: fd),
+                let connection = try? VarlinkConnection(
+                    fd: fd, credentials: credentials, server: self, loop: loop)
+            else {
+                Glibc.close(fd)
+                continue
+            }
+            connections[fd] = connection
+        }
+    }
+
+    /// Out of descriptors: accepting again at once would spin on the still-readable listener, so
+    /// pause it briefly; clients wait in the backlog meanwhile.
+    private func pauseAccepting() {
+        try? acceptSource?.setEnabled(false)
+        acceptRetry = try? loop.after(100_000) { [weak self] in
+            guard let self else { return }
+            try? self.acceptSource?.setEnabled(true)
+            self.acceptRetry = nil
+        }
+    }
+
+    func connectionClosed(_ connection: VarlinkConnection, reason: VarlinkConnection.CloseReason) {
+        if connections[connection.fd] === connection { connections[connection.fd] = nil }
+    }
+
+    /// A call finished outside input processing: handle the client's next buffered call on the next
+    /// iteration, not inside whatever code finished the call.
+    func scheduleProcessing(_ connection: VarlinkConnection) {
+        needProcessing.append(connection)
+        guard processingSource == nil else { return }
+        processingSource = try? loop.onNextIteration { [weak self] in
+            guard let self else { return }
+            let pending = self.needProcessing
+            self.needProcessing = []
+            self.processingSource = nil
+            for connection in pending where !connection.isClosed { connection.processInput() }
+        }
+    }
+
+    // MARK: Dispatch
+
+    func dispatch(_ call: VarlinkCall) {
+        let interface = call.interface
+        guard !interface.isEmpty, !call.member.isEmpty else {
+            call.fail(.interfaceNotFound(interface))
+            return
+        }
+        if interface == VarlinkInterface.service.name {
+            return serveService(call)
+        }
+        guard let entry = interfaces.first(where: { $0.interface.name == interface }) else {
+            call.fail(.interfaceNotFound(interface))
+            return
+        }
+        guard entry.interface.methods.contains(call.member) else {
+            call.fail(.methodNotFound(call.method))
+            return
+        }
+        do {
+            try entry.handler(call)
+        } catch let error as VarlinkError {
+            call.fail(error)
+        } catch {
+            call.fail(VarlinkError(configuration.internalError))
+        }
+    }
+
+    private func serveService(_ call: VarlinkCall) {
+        do {
+            switch call.member {
+            case "GetInfo":
+                try call.rejectUnknownParameters(allowing: [])
+                let names = [VarlinkInterface.service.name] + interfaces.map(\.interface.name)
+                try call.reply([
+                    "vendor": .string(configuration.vendor), "product": .string(configuration.product),
+                    "version": .string(configuration.version), "url": .string(configuration.url),
+                    "interfaces": .array(names.map(JSON.string)),
+                ])
+            case "GetInterfaceDescription":
+                try call.rejectUnknownParameters(allowing: ["interface"])
+                let name = try call.required("interface", \.string)
+                let all = [VarlinkInterface.service] + interfaces.map(\.interface)
+                guard let interface = all.first(where: { $0.name == name }) else {
+                    throw VarlinkError.interfaceNotFound(name)
+                }
+                try call.reply(["description": .string(interface.description)])
+            default:
+                throw VarlinkError.methodNotFound(call.method)
+            }
+        } catch let error as VarlinkError {
+            call.fail(error)
+        } catch {
+            call.fail(VarlinkError(configuration.internalError))
+        }
+    }
+
+    // MARK: Framing
+
+    /// One message on the wire: compact JSON and the NUL terminator.
+    static func frame(_ message: JSON) throws(JSONError) -> [UInt8] {
+        var bytes = try message.encoded()
+        bytes.append(0)
+        return bytes
+    }
+
+    static func frame(error: VarlinkError) -> [UInt8] {
+        let message: JSON = ["error": .string(error.name), "parameters": .object(error.parameters)]
+        // Error parameters that cannot be encoded (NaN) are dropped rather than the error itself.
+        return (try? frame(message)) ?? (try! frame(["error": .string(error.name), "parameters": [:]]))
+    }
 }
