@@ -6,6 +6,7 @@ import Glibc
 
 /// name → (one-line description, run with the remaining arguments).
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
+    ("json", "JSON encode/parse of a 20-place Watch reply beside Foundation", jsonBenchmark),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
