@@ -39,7 +39,7 @@ private final class Harness {
     var seen: [String] = []
     var cancelled = 0
 
-    init(maxQueuedBytes: Int = 256 * 1024, mode: mode_t = 0o660) throws {
+    init(maxQueuedBytes: Int = 256 * 1024, maxConnections: Int = 4096, mode: mode_t = 0o660) throws {
         var template = Array("/tmp/placed-varlink-XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&template)!)
         path = directory + "/io.placed.Test"
@@ -48,6 +48,7 @@ private final class Harness {
             vendor: "placed", product: "placed test", version: "1", url: "https://placed.invalid",
             errorInterface: "io.placed.Test")
         configuration.maxQueuedBytes = maxQueuedBytes
+        configuration.maxConnections = maxConnections
         server = try VarlinkServer(loop: loop, path: path, mode: mode, configuration: configuration)
         server.register(testInterface) { [unowned self] call in try self.handle(call) }
     }
@@ -528,6 +529,66 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
         #expect(
             Set(parameters["groups"]?.array?.compactMap(\.int) ?? [-1])
                 == Set(groups.prefix(Int(count)).map(Int.init)))
+    }
+
+    @Test func manyPipelinedCallsAreAllAnsweredInOrder() throws {
+        let h = try Harness()
+        let client = try h.connect()
+        var batch: [UInt8] = []
+        for index in 0..<3000 {
+            batch += Array(#"{"method":"io.placed.Test.Echo","parameters":{"text":"\#(index)"}}"#.utf8) + [0]
+        }
+        #expect(batch.count > 150_000, "several reads' worth, so messages straddle read boundaries")
+        client.send(batch)
+        #expect(
+            try h.pump {
+                client.poll(); return client.messages.count == 3000
+            })
+        #expect(client.messages.map { $0["parameters"]?["text"]?.string } == (0..<3000).map { String($0) })
+    }
+
+    @Test func connectionsBeyondTheLimitAreClosed() throws {
+        let h = try Harness(maxConnections: 2)
+        let first = try h.connect()
+        let second = try h.connect()
+        #expect(try h.pump { h.server.connectionCount == 2 })
+        let third = try h.connect()
+        #expect(
+            try h.pump {
+                third.poll(); return third.isClosed
+            })
+        #expect(h.server.connectionCount == 2)
+        for client in [first, second] {
+            #expect(
+                try h.call(client, #"{"method":"io.placed.Test.Echo","parameters":{"text":"in"}}"#)["parameters"] != nil
+            )
+        }
+    }
+
+    @Test func releasingTheServerEndsEverything() throws {
+        let loop = try EventLoop()
+        var template = Array("/tmp/placed-varlink-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer { rmdir(directory) }
+        var server: VarlinkServer? = try VarlinkServer(
+            loop: loop, path: directory + "/s",
+            configuration: .init(vendor: "v", product: "p", version: "1", url: "u", errorInterface: "io.placed.Test"))
+        var cancelled = false
+        server!.register(testInterface) { call in
+            call.onCancel = { cancelled = true }
+            try call.reply(["n": 0], continues: true)
+        }
+        let client = Client(fd: try UnixSocket.connect(path: directory + "/s"))
+        client.send(#"{"method":"io.placed.Test.Watch","more":true}"#)
+        while client.messages.isEmpty {
+            try loop.runOnce(timeout: 5_000)
+            client.poll()
+        }
+        server = nil
+        #expect(cancelled)
+        #expect(access(directory + "/s", F_OK) == -1)
+        client.poll()
+        #expect(client.isClosed)
     }
 
     @Test func closingTheServerDisconnectsClientsAndRemovesTheSocket() throws {
