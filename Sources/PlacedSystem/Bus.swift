@@ -85,6 +85,13 @@ public final class Bus {
         try checkSD(sd_bus_attach_event(handle, loop.handle, 0), "sd_bus_attach_event")
     }
 
+    /// Ends the attached loop (`EventLoop.run` returns) when the bus connection is lost, e.g. when
+    /// dbus-daemon restarts: the service manager restarts the daemon, which is simpler and safer
+    /// than re-registering everything on a new connection.
+    public func exitLoopOnDisconnect(_ on: Bool = true) throws(SystemError) {
+        try checkSD(sd_bus_set_exit_on_disconnect(handle, on ? 1 : 0), "sd_bus_set_exit_on_disconnect")
+    }
+
     /// Takes a well-known name (synchronously: call at startup). Fails with `EEXIST` when another
     /// connection owns it, or with `EACCES` when the bus policy forbids it.
     public func requestName(_ name: String) throws(SystemError) {

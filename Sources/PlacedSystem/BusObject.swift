@@ -65,6 +65,36 @@ public final class BusObject {
         signals[name] = signature
     }
 
+    /// What is registered, as D-Bus signatures: for a test that the shipped introspection XML
+    /// describes exactly the live object.
+    public struct Members: Equatable, Sendable {
+        public var methods: [String: (arguments: String, returns: String)]
+        public var properties: [String: String]
+        public var signals: [String: String]
+
+        public init(
+            methods: [String: (arguments: String, returns: String)], properties: [String: String],
+            signals: [String: String]
+        ) {
+            self.methods = methods
+            self.properties = properties
+            self.signals = signals
+        }
+
+        public static func == (a: Members, b: Members) -> Bool {
+            a.properties == b.properties && a.signals == b.signals && a.methods.count == b.methods.count
+                && a.methods.allSatisfy { name, signature in
+                    b.methods[name].map { $0 == signature } ?? false
+                }
+        }
+    }
+
+    public var members: Members {
+        Members(
+            methods: methods.mapValues { ($0.arguments, $0.returns) },
+            properties: properties.mapValues(\.signature), signals: signals)
+    }
+
     // MARK: Emitting
 
     /// Emits signal `name`, which must be declared with the arguments' signature.

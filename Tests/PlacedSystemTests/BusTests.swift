@@ -109,9 +109,15 @@ private final class PrivateBus {
         address = String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Ends the daemon, as a crash or restart of the system bus would.
+    func stop() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
     deinit {
         // SIGKILL: the test runner's threads block SIGTERM, and children inherit that mask.
-        kill(process.processIdentifier, SIGKILL)
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -397,6 +403,25 @@ struct BusTests {
         let result = try h.busctl("call", BusHarness.name, BusHarness.path, "io.placed.Test1", "Echo", "s", "x")
         #expect(result.status != 0)
         #expect(throws: SystemError.self) { try h.object.emitSignal("Changed", [.uint64(1), .dictionaries([])]) }
+    }
+
+    @Test func registeredMembersCanBeComparedWithTheXML() throws {
+        let h = try BusHarness()
+        let members = h.object.members
+        #expect(members.methods["List"]! == ("u", "taa{sv}"))
+        #expect(members.methods["Fail"]! == ("", ""))
+        #expect(members.properties == ["Count": "u", "Location": "a{sv}"])
+        #expect(members.signals == ["Changed": "taa{sv}"])
+        #expect(Set(members.methods.keys) == ["Echo", "List", "Who", "Fail", "BadReply"])
+        // Every method registered appears in the XML with its name.
+        for name in members.methods.keys { #expect(testXML.contains("<method name=\"\(name)\"")) }
+    }
+
+    @Test func lostBusConnectionEndsTheLoop() throws {
+        let h = try BusHarness()
+        try h.bus.exitLoopOnDisconnect()
+        h.dbus.stop()
+        #expect(try h.pump { h.loop.hasExited })
     }
 
     @Test func nameOwnedElsewhereIsRefused() throws {
