@@ -40,5 +40,6 @@ let package = Package(
         .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore"]),
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
+        .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
     ]
 )

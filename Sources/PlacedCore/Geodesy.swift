@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc  // libm only: sin, cos, atan2. The core touches no other C.
+    import Glibc  // libm only: sin, cos, atan2. The core touches no other C.
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A position on the WGS-84 ellipsoid, in degrees.
@@ -59,7 +59,8 @@ public enum Geodesy {
         var lambda = L
         for _ in 0..<200 {
             let sinLambda = sin(lambda), cosLambda = cos(lambda)
-            let sinSigma = ((cosU2 * sinLambda) * (cosU2 * sinLambda)
+            let sinSigma =
+                ((cosU2 * sinLambda) * (cosU2 * sinLambda)
                 + (cosU1 * sinU2 - sinU1 * cosU2 * cosLambda) * (cosU1 * sinU2 - sinU1 * cosU2 * cosLambda))
                 .squareRoot()
             if sinSigma == 0 { return (0, 0) }  // coincident points
@@ -71,18 +72,20 @@ public enum Geodesy {
             let cos2SigmaM = cosSqAlpha != 0 ? cosSigma - 2 * sinU1 * sinU2 / cosSqAlpha : 0
             let C = f / 16 * cosSqAlpha * (4 + f * (4 - 3 * cosSqAlpha))
             let previous = lambda
-            lambda = L + (1 - C) * f * sinAlpha
+            lambda =
+                L + (1 - C) * f * sinAlpha
                 * (sigma + C * sinSigma * (cos2SigmaM + C * cosSigma * (-1 + 2 * cos2SigmaM * cos2SigmaM)))
             if abs(lambda - previous) < 1e-12 {
                 let a2 = semiMajorAxis * semiMajorAxis, b2 = semiMinorAxis * semiMinorAxis
                 let uSq = cosSqAlpha * (a2 - b2) / b2
                 let A = 1 + uSq / 16384 * (4096 + uSq * (-768 + uSq * (320 - 175 * uSq)))
                 let B = uSq / 1024 * (256 + uSq * (-128 + uSq * (74 - 47 * uSq)))
-                let deltaSigma = B * sinSigma
+                let deltaSigma =
+                    B * sinSigma
                     * (cos2SigmaM + B / 4
                         * (cosSigma * (-1 + 2 * cos2SigmaM * cos2SigmaM)
                             - B / 6 * cos2SigmaM * (-3 + 4 * sinSigma * sinSigma)
-                                * (-3 + 4 * cos2SigmaM * cos2SigmaM)))
+                            * (-3 + 4 * cos2SigmaM * cos2SigmaM)))
                 let distance = semiMinorAxis * A * (sigma - deltaSigma)
                 let azimuth = atan2(cosU2 * sin(lambda), cosU1 * sinU2 - sinU1 * cosU2 * cos(lambda))
                 return (distance, normalizedBearing(azimuth.degrees))
@@ -160,20 +163,4 @@ public struct LocalProjection: Sendable {
 extension Double {
     @inline(__always) var radians: Double { self * .pi / 180 }
     @inline(__always) var degrees: Double { self * 180 / .pi }
-
-    /// Fixed-point text without Foundation (the daemon links FoundationEssentials at most).
-    public func formatted(decimals: Int) -> String {
-        guard isFinite else { return description }
-        var scale = 1.0
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = (abs(self) * scale).rounded()
-        guard scaled < 9e15 else { return description }
-        let whole = Int(scaled)
-        let intPart = whole / Int(scale)
-        let fracPart = whole % Int(scale)
-        var frac = String(fracPart)
-        while frac.count < decimals { frac = "0" + frac }
-        let sign = (self < 0 && whole != 0) ? "-" : ""
-        return decimals > 0 ? "\(sign)\(intPart).\(frac)" : "\(sign)\(intPart)"
-    }
 }

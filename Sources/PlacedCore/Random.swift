@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc  // libm: log, cos
+    import Glibc  // libm: log, cos
 #endif
 
 /// A small seeded generator (SplitMix64) so benchmarks and property tests are re-runnable.

@@ -1,7 +1,362 @@
 import PlacedCore
-import PlacedSystem
 import PlacedGPS
 import PlacedStore
+import PlacedSystem
 
-/// Namespace for the daemon.
-public enum Daemon {}
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What an interface hears from the daemon, to broadcast (PlacesChanged, MarkerPlaced,
+/// PropertiesChanged, varlink Watch replies).
+public protocol DaemonObserver: AnyObject {
+    func daemon(_ daemon: Daemon, published ranking: Ranking)
+    func daemon(_ daemon: Daemon, placed marker: Marker)
+    func daemon(_ daemon: Daemon, changed properties: Set<DaemonProperty>)
+}
+
+public enum DaemonProperty: String, Sendable {
+    case location = "Location"
+    case generation = "Generation"
+    case marker = "Marker"
+    case distanceFilter = "DistanceFilter"
+    case sourceState = "SourceState"
+}
+
+/// The daemon's one context: the event loop and every part it drives. Fixes flow
+/// source → gate → distance filter → (move) ranker → observers; requests from either interface
+/// come in through the operations below, each: read → validate → authorize → change → log → emit.
+/// Nothing runs unless a fix or a client arrives.
+public final class Daemon {
+    public private(set) var configuration: Configuration
+    public let loop: EventLoop
+
+    private var filter: DistanceFilter
+    private let ranker: Ranker
+    private var history: RankingHistory
+    private var catalog: PlaceCatalog?
+    private let selections: SelectionLog
+    private var writerGroup: UInt32?
+    private var gpsd: GPSDSource?
+    private var signalSources: [EventSource] = []
+    private var staticStart: EventSource?
+    private var observers: [DaemonObserver] = []
+    private var varlink: VarlinkService?
+
+    /// The latest usable fix, moves and suppressed fixes alike: what clients see as the location.
+    public private(set) var location: Fix?
+    public private(set) var sourceState: SourceState = .connecting
+    public private(set) var marker: Marker?
+    /// Number of moves so far.
+    public private(set) var moves: UInt64 = 0
+
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        loop = try EventLoop()
+        filter = try DistanceFilter(threshold: configuration.distanceFilter)
+        ranker = try Ranker()
+        history = RankingHistory(depth: configuration.selectionGenerations)
+        writerGroup = getgrnam(configuration.writerGroup).map { $0.pointee.gr_gid }
+        catalog = try Self.loadCatalog(configuration.databasePath, required: false)
+        selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
+        marker = try selections.last()
+    }
+
+    public func addObserver(_ observer: DaemonObserver) { observers.append(observer) }
+
+    /// Runs until SIGTERM or SIGINT; returns the exit status.
+    public func run() throws -> Int32 {
+        for signal in [SIGTERM, SIGINT] {
+            signalSources.append(
+                try loop.onSignal(signal) { [unowned self] in
+                    Log.info("shutting down")
+                    ServiceNotifier.stopping()
+                    loop.exit(0)
+                })
+        }
+        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in reload() })
+        do {
+            varlink = try VarlinkService(daemon: self, path: configuration.socketPath)
+        } catch {
+            throw StartupError("cannot serve varlink on \(configuration.socketPath): \(error)")
+        }
+        try startSource()
+        Log.info(
+            "started: \((catalog?.count ?? 0).grouped) places, distance filter "
+                + "\(configuration.distanceFilter.formatted(decimals: 1)) m"
+                + (marker.map { ", last marker \($0.place.place.id)" } ?? ""))
+        ServiceNotifier.ready(status: statusLine)
+        // After READY: sd-event pings once on enabling, and systemd expects READY first.
+        try loop.enableWatchdog()
+        let status = try loop.run()
+        gpsd?.stop()
+        varlink?.close()
+        return status
+    }
+
+    // MARK: Location
+
+    private func startSource() throws {
+        switch try configuration.resolvedSource() {
+        case let .gpsd(host, port):
+            let source = GPSDSource(
+                loop: loop,
+                configuration: .init(
+                    host: host, port: port, silenceTimeout: UInt64(configuration.gpsdTimeout * 1_000_000)))
+            source.onFix = { [unowned self] fix in handle(fix) }
+            source.onStateChange = { [unowned self] state, reason in
+                Log.info("gpsd: \(state.rawValue): \(reason)")
+                setSourceState(state)
+            }
+            gpsd = source
+            source.start()
+        case let .fixed(coordinate, accuracy):
+            setSourceState(.static)
+            let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
+            staticStart = try loop.onNextIteration { [unowned self] in handle(fix) }
+        }
+    }
+
+    private func setSourceState(_ state: SourceState) {
+        guard state != sourceState else { return }
+        sourceState = state
+        let lost = state == .stale || state == .connecting
+        if history.latest?.isStale != lost { history.setStale(lost) }
+        ServiceNotifier.status(statusLine)
+        emit([.sourceState])
+    }
+
+    func handle(_ fix: Fix) {
+        location = fix
+        guard case let .move(distance) = try? filter.consider(fix) else {
+            emit([.location])
+            return
+        }
+        moves += 1
+        let accuracy = fix.accuracy.map { " ±\($0.formatted(decimals: 1)) m" } ?? ""
+        let after = distance.map { " after \($0.formatted(decimals: 1)) m" } ?? " (first fix)"
+        Log.info(
+            "move \(moves) at \(fix.coordinate.latitude.formatted(decimals: 7)),"
+                + "\(fix.coordinate.longitude.formatted(decimals: 7))\(accuracy)\(after)")
+        rerank(at: fix)
+        emit([.location])
+    }
+
+    // MARK: Ranking
+
+    /// Ranks the places around `fix` and publishes the result as the next generation.
+    private func rerank(at fix: Fix) {
+        guard let catalog else { return }
+        let ranking: Ranking
+        do {
+            let candidates = try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
+            ranking = try ranker.rank(
+                fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: Ranker.maximumLimit)
+        } catch {
+            Log.warning("ranking failed at \(fix.coordinate): \(error)")
+            return
+        }
+        let published = history.publish(ranking)
+        let top = published.places.prefix(3).map { "\($0.place.name) \($0.likelihood.formatted(decimals: 2))" }
+        Log.info("ranking \(published.generation): \(top.isEmpty ? "no places near" : top.joined(separator: ", "))")
+        ServiceNotifier.status(statusLine)
+        for observer in observers { observer.daemon(self, published: published) }
+        emit([.generation])
+    }
+
+    private func emit(_ properties: Set<DaemonProperty>) {
+        for observer in observers { observer.daemon(self, changed: properties) }
+    }
+
+    // MARK: Operations (both interfaces)
+
+    public var latestRanking: Ranking? { history.latest }
+    public var generation: UInt64 { history.generation }
+    public var placeCount: Int { catalog?.count ?? 0 }
+    public var distanceFilter: Double { filter.threshold }
+
+    /// The latest ranking cut to `limit` places (nil: the default, 5).
+    public func current(limit: Int?) throws(ServiceError) -> Ranking? {
+        let limit = try Self.checkLimit(limit)
+        guard var ranking = history.latest else { return nil }
+        ranking.places = Array(ranking.places.prefix(limit))
+        return ranking
+    }
+
+    /// A what-if ranking at any position: changes nothing.
+    public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ServiceError)
+        -> [RankedPlace]
+    {
+        let limit = try Self.checkLimit(limit)
+        let coordinate = Coordinate(latitude: latitude, longitude: longitude)
+        guard coordinate.isValid else { throw .invalidPosition(latitude: latitude, longitude: longitude) }
+        if let accuracy, !(accuracy.isFinite && accuracy >= 0) { throw .invalidAccuracy(accuracy) }
+        guard let catalog else { throw .noPlaces }
+        let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
+        do {
+            let candidates = try catalog.candidates(within: ranker.searchRadius(for: fix), of: coordinate)
+            return try ranker.rank(
+                fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: limit
+            ).places
+        } catch let error as RankingError {
+            throw ServiceError(error)
+        } catch {
+            throw .storeFailed(reason: "\(error)")
+        }
+    }
+
+    /// Records the caller's selection durably, logs it, and announces the marker.
+    public func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker {
+        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Select") }
+        let found: (place: RankedPlace, generation: UInt64)
+        do {
+            found = try history.resolveSelection(of: id) { catalog?.contains(id: $0) ?? false }
+        } catch {
+            throw ServiceError(error)
+        }
+        let at = location ?? history.latest!.fix
+        let recorded: Marker
+        do {
+            recorded = try selections.append(
+                Marker(place: found.place, location: at, time: Self.wallClock(), generation: found.generation))
+        } catch {
+            Log.error("selection of \(id) not recorded: \(error)")
+            throw .storeFailed(reason: error.description)
+        }
+        marker = recorded
+        let place = recorded.place.place
+        Log.log(
+            .notice, "selected \(place.name) (\(place.id)) at \(at.coordinate), selection \(recorded.selection)",
+            fields: [
+                ("MESSAGE_ID", Self.selectionMessageID), ("PLACE_ID", place.id), ("PLACE_NAME", place.name),
+                ("LATITUDE", at.coordinate.latitude.formatted(decimals: 7)),
+                ("LONGITUDE", at.coordinate.longitude.formatted(decimals: 7)),
+                ("SELECTION", String(recorded.selection)), ("GENERATION", String(recorded.generation)),
+            ])
+        for observer in observers { observer.daemon(self, placed: recorded) }
+        emit([.marker])
+        return recorded
+    }
+
+    /// Reloads the places if their file changed, and ranks again at the current location.
+    public func refresh(by caller: Credentials) throws(ServiceError) {
+        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
+        if catalog?.identity != FileIdentity(path: configuration.databasePath) {
+            ServiceNotifier.reloading()
+            defer { ServiceNotifier.ready(status: statusLine) }
+            reloadPlaces(reason: "Refresh")
+        } else if let fix = location ?? filter.reference {
+            rerank(at: fix)
+        }
+    }
+
+    public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {
+        let limit = limit ?? 20
+        guard (1...1000).contains(limit) else { throw .invalidLimit(limit) }
+        do {
+            return try selections.history(limit: limit, before: before)
+        } catch {
+            throw .storeFailed(reason: error.description)
+        }
+    }
+
+    /// Reads the configuration again (file and drop-ins, then the same flags), applies what changed,
+    /// and reloads the places. A bad configuration is logged and the running one kept.
+    public var configurationLoader: (() throws -> Configuration)?
+
+    func reload() {
+        ServiceNotifier.reloading()
+        defer { ServiceNotifier.ready(status: statusLine) }
+        if let configurationLoader {
+            do {
+                apply(try configurationLoader())
+            } catch {
+                Log.error("SIGHUP: keeping the running configuration: \(error)")
+            }
+        }
+        reloadPlaces(reason: "SIGHUP")
+    }
+
+    private func apply(_ new: Configuration) {
+        let old = configuration
+        configuration = new
+        if new.distanceFilter != old.distanceFilter, (try? filter.setThreshold(new.distanceFilter)) != nil {
+            Log.info("distance filter now \(new.distanceFilter.formatted(decimals: 1)) m")
+            emit([.distanceFilter])
+        }
+        if (try? new.resolvedSource()) != (try? old.resolvedSource()) || new.gpsdTimeout != old.gpsdTimeout {
+            Log.info("location source changed: restarting it")
+            gpsd?.stop()
+            gpsd = nil
+            do { try startSource() } catch { Log.error("cannot start the new location source: \(error)") }
+        }
+        if new.writerGroup != old.writerGroup {
+            writerGroup = getgrnam(new.writerGroup).map { $0.pointee.gr_gid }
+        }
+        for (changed, key) in [
+            (new.socketPath != old.socketPath, "Socket"), (new.bus != old.bus, "Bus"),
+            (new.resolvedSelectionsPath != old.resolvedSelectionsPath, "Selections"),
+            (new.selectionGenerations != old.selectionGenerations, "SelectionGenerations"),
+        ] where changed {
+            Log.warning("\(key)= changed: it takes effect when placed restarts")
+        }
+    }
+
+    /// Loads the places file again; a bad file leaves the old places serving.
+    func reloadPlaces(reason: String) {
+        do {
+            let fresh = try Self.loadCatalog(configuration.databasePath, required: true)
+            catalog = fresh
+            history.clear()
+            Log.info("\(reason): loaded \(fresh?.count ?? 0) places from \(configuration.databasePath)")
+        } catch {
+            Log.error("\(reason): keeping the \(catalog?.count ?? 0) places loaded: \(error)")
+            return
+        }
+        if let fix = location ?? filter.reference { rerank(at: fix) }
+    }
+
+    // MARK: Helpers
+
+    /// A part that could not start: placed exits with status 1 and this message.
+    public struct StartupError: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    static let selectionMessageID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
+
+    static func checkLimit(_ limit: Int?) throws(ServiceError) -> Int {
+        let limit = limit ?? Ranker.defaultLimit
+        guard (1...Ranker.maximumLimit).contains(limit) else { throw .invalidLimit(limit) }
+        return limit
+    }
+
+    static func loadCatalog(_ path: String, required: Bool) throws -> PlaceCatalog? {
+        if !required, access(path, F_OK) != 0 {
+            Log.warning("no places database at \(path): rankings stay empty until one is imported (placectl import)")
+            return nil
+        }
+        return try PlaceCatalog(path: path)
+    }
+
+    static func wallClock() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    /// For sd_notify STATUS=: what placed is doing, in a few words.
+    var statusLine: String {
+        let places = "\(placeCount.grouped) places"
+        switch sourceState {
+        case .connecting: return "Waiting for gpsd, \(places)"
+        case .noFix: return "No fix, \(places)"
+        case .stale: return "gpsd lost, ranking \(generation) stale, \(places)"
+        case .fix, .static:
+            let mode = location?.mode == .threeD ? "3D fix" : "2D fix"
+            let accuracy = location?.accuracy.map { " ±\(Int($0.rounded())) m" } ?? ""
+            return "\(sourceState == .static ? "Static position" : mode)\(accuracy), \(places), ranking \(generation)"
+        }
+    }
+}

@@ -1,6 +1,6 @@
 import CSystemd
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The daemon's single event loop: a thin wrapper over sd-event. Every adapter (gpsd, D-Bus,

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The one error funnel for libsystemd and POSIX calls: which call failed and its errno.

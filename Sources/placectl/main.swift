@@ -1,7 +1,15 @@
-import PlacedCore
+#if canImport(Glibc)
+    import Glibc
+#endif
 
-if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) {
-    print("usage: placectl [--help]\n\nplacectl: read and select the places placed ranks")
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "import" {
+    exit(runImport(arguments: Array(arguments.dropFirst())))
+}
+if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
+    print(
+        "usage: placectl [--help] | import FILE.osm.pbf [--db PATH]\n\nplacectl: read and select the places placed ranks"
+    )
 } else {
     print("placectl: not yet wired")
 }

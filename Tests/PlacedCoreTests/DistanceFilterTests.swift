@@ -69,7 +69,8 @@ private func north(of c: Coordinate, metres: Double) -> Coordinate {
         _ = try filter.consider(Fix(coordinate: north(of: start, metres: 30)))
         #expect(filter.reference?.coordinate == start)
         // 30 m further is 60 m from the reference: a move, though only 30 m from the last fix.
-        if case .move = try filter.consider(Fix(coordinate: north(of: start, metres: 60))) {} else {
+        if case .move = try filter.consider(Fix(coordinate: north(of: start, metres: 60))) {
+        } else {
             Issue.record("60 m from the reference must be a move")
         }
     }
@@ -99,8 +100,11 @@ private func north(of c: Coordinate, metres: Double) -> Coordinate {
         var filter = try DistanceFilter(threshold: 50)
         _ = try filter.consider(fix(89.9999, 0))
         // Across the North Pole: 11.1 m + 11.1 m, though the longitudes differ by 180°.
-        #expect(try filter.consider(fix(89.9999, 180)) == .suppressed(distance: Geodesy.distance(
-            Coordinate(latitude: 89.9999, longitude: 0), Coordinate(latitude: 89.9999, longitude: 180))))
+        #expect(
+            try filter.consider(fix(89.9999, 180))
+                == .suppressed(
+                    distance: Geodesy.distance(
+                        Coordinate(latitude: 89.9999, longitude: 0), Coordinate(latitude: 89.9999, longitude: 180))))
         guard case let .move(d) = try filter.consider(fix(89.9990, 90)) else {
             Issue.record("100 m from the pole must be a move")
             return

@@ -28,3 +28,12 @@ def placectl_bin() -> pathlib.Path:
     path = bin_path("release", "placectl")
     assert path.exists(), "build placectl first: swift build -c release"
     return path
+
+
+@pytest.fixture(scope="session")
+def places_db(placectl_bin, tmp_path_factory) -> pathlib.Path:
+    """The bundled Helsinki extract imported once per session; copy it before a test writes beside it."""
+    path = tmp_path_factory.mktemp("places") / "places.db"
+    subprocess.run([placectl_bin, "import", str(ROOT / "data" / "helsinki-center.osm.pbf"), "--db", str(path)],
+                   check=True, capture_output=True)
+    return path

@@ -1,0 +1,177 @@
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A mistake in a configuration file, with where it is.
+public struct ConfigError: Error, Equatable, CustomStringConvertible {
+    public let file: String
+    public let line: Int
+    public let message: String
+
+    public var description: String { line > 0 ? "\(file):\(line): \(message)" : "\(file): \(message)" }
+}
+
+/// placed.conf in systemd's INI style: `[Section]`, `Key=value`, `#` and `;` comments. The main
+/// file is read first, then `placed.conf.d/*.conf` in lexical order; a later value wins.
+public enum ConfigFile {
+    /// Applies `path` (if it exists) and its drop-ins to `configuration`. A missing main file is
+    /// fine (defaults apply); an unreadable one, an unknown section or key, or a bad value is an error.
+    public static func load(_ path: String, into configuration: inout Configuration) throws(ConfigError) {
+        for file in [path] + dropIns(of: path) {
+            guard let text = try readIfPresent(file) else { continue }
+            try apply(text, file: file, to: &configuration)
+        }
+    }
+
+    public static func apply(_ text: String, file: String, to configuration: inout Configuration)
+        throws(ConfigError)
+    {
+        var section: String?
+        var lineNumber = 0
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            let line = rawLine.trimmingWhitespace()
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("[") {
+                guard line.hasSuffix("]"), line.count > 2 else {
+                    throw ConfigError(file: file, line: lineNumber, message: "malformed section header '\(line)'")
+                }
+                let name = String(line.dropFirst().dropLast())
+                guard keys.contains(where: { $0.section == name }) else {
+                    throw ConfigError(file: file, line: lineNumber, message: "unknown section [\(name)]")
+                }
+                section = name
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigError(file: file, line: lineNumber, message: "expected Key=value, not '\(line)'")
+            }
+            let key = String(line[..<equals]).trimmingWhitespace()
+            let value = String(line[line.index(after: equals)...]).trimmingWhitespace()
+            guard let section else {
+                throw ConfigError(file: file, line: lineNumber, message: "'\(key)' must be inside a [Section]")
+            }
+            guard let setting = keys.first(where: { $0.section == section && $0.key == key }) else {
+                throw ConfigError(file: file, line: lineNumber, message: "unknown key '\(key)' in [\(section)]")
+            }
+            do {
+                try setting.apply(value, &configuration)
+            } catch {
+                throw ConfigError(file: file, line: lineNumber, message: "\(key)=\(value): \(error.message)")
+            }
+        }
+    }
+
+    /// One settable key: where it lives and how a value is checked and applied.
+    struct Setting: Sendable {
+        let section: String
+        let key: String
+        let apply: @Sendable (String, inout Configuration) throws(UsageError) -> Void
+    }
+
+    static let keys: [Setting] = [
+        Setting(section: "Location", key: "Source") { value, c throws(UsageError) in
+            guard let kind = Configuration.SourceKind(rawValue: value) else {
+                throw UsageError("must be gpsd or static")
+            }
+            c.sourceKind = kind
+        },
+        Setting(section: "Location", key: "GPSD") { value, c throws(UsageError) in
+            (c.gpsdHost, c.gpsdPort) = try Configuration.parseEndpoint(value)
+        },
+        Setting(section: "Location", key: "GPSDTimeoutSec") { value, c throws(UsageError) in
+            c.gpsdTimeout = try parseNumber(value, minimum: 0.1)
+        },
+        Setting(section: "Location", key: "StaticPosition") { value, c throws(UsageError) in
+            c.staticPosition = try Configuration.parseStatic(value)
+        },
+        Setting(section: "Location", key: "DistanceFilter") { value, c throws(UsageError) in
+            c.distanceFilter = try parseNumber(value, minimum: 0)
+        },
+        Setting(section: "Places", key: "Database") { value, c throws(UsageError) in
+            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
+            c.databasePath = value
+        },
+        Setting(section: "Places", key: "Selections") { value, c throws(UsageError) in
+            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
+            c.selectionsPath = value
+        },
+        Setting(section: "Places", key: "SelectionGenerations") { value, c throws(UsageError) in
+            guard let n = Int(value), (1...100).contains(n) else {
+                throw UsageError("must be a whole number from 1 to 100")
+            }
+            c.selectionGenerations = n
+        },
+        Setting(section: "Interfaces", key: "WriterGroup") { value, c throws(UsageError) in
+            guard !value.isEmpty else { throw UsageError("must name a group") }
+            c.writerGroup = value
+        },
+        Setting(section: "Interfaces", key: "Bus") { value, c throws(UsageError) in
+            guard let bus = Configuration.Bus(rawValue: value) else {
+                throw UsageError("must be system, session or none")
+            }
+            c.bus = bus
+        },
+        Setting(section: "Interfaces", key: "Socket") { value, c throws(UsageError) in
+            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
+            c.socketPath = value
+        },
+    ]
+
+    static func parseNumber(_ text: String, minimum: Double) throws(UsageError) -> Double {
+        guard let number = Double(text), number.isFinite, number >= minimum else {
+            throw UsageError("must be a number >= \(minimum)")
+        }
+        return number
+    }
+
+    static func dropIns(of path: String) -> [String] {
+        let directory = path + ".d"
+        guard let dir = opendir(directory) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name.hasSuffix(".conf"), !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted().map { "\(directory)/\($0)" }
+    }
+
+    static func readIfPresent(_ path: String) throws(ConfigError) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+            }
+            if n == 0 { break }
+            bytes += buffer[0..<n]
+            if bytes.count > 1 << 20 { throw ConfigError(file: path, line: 0, message: "larger than 1 MiB") }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(file: path, line: 0, message: "not UTF-8 text")
+        }
+        return text
+    }
+}
+
+extension StringProtocol {
+    func trimmingWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }) else { return "" }
+        let last = lastIndex(where: { !isSpace($0) })!
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,87 @@
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What the interfaces send, built once here so D-Bus (a{sv}) and varlink (JSON objects) carry the
+/// same keys: places `id, name, kind, address, latitude, longitude, distance, likelihood,
+/// attribution`; markers `place, location, time, generation, selection`. Unknown values are left out.
+public struct Record: Equatable, Sendable {
+    public indirect enum Value: Equatable, Sendable {
+        case string(String)
+        case double(Double)
+        case int(Int64)
+        case uint(UInt64)
+        case bool(Bool)
+        case record(Record)
+        case records([Record])
+    }
+
+    public var fields: [(key: String, value: Value)] = []
+
+    public static func == (a: Record, b: Record) -> Bool {
+        a.fields.elementsEqual(b.fields) { $0.key == $1.key && $0.value == $1.value }
+    }
+
+    mutating func set(_ key: String, _ value: Value?) {
+        if let value { fields.append((key, value)) }
+    }
+
+    public subscript(key: String) -> Value? { fields.first { $0.key == key }?.value }
+}
+
+extension Record {
+    static func place(_ ranked: RankedPlace) -> Record {
+        let place = ranked.place
+        var r = Record()
+        r.set("id", .string(place.id))
+        r.set("name", .string(place.name))
+        r.set("kind", .string(place.kind))
+        r.set("address", place.address.map(Value.string))
+        r.set("latitude", .double(place.coordinate.latitude))
+        r.set("longitude", .double(place.coordinate.longitude))
+        r.set("distance", .double(ranked.distance))
+        r.set("likelihood", .double(ranked.likelihood))
+        r.set("attribution", .string(Place.attribution))
+        return r
+    }
+
+    /// `now`: monotonic microseconds, for the fix's age; nil for a fix restored from the log.
+    static func location(_ fix: Fix, now: UInt64?) -> Record {
+        var r = Record()
+        r.set("latitude", .double(fix.coordinate.latitude))
+        r.set("longitude", .double(fix.coordinate.longitude))
+        r.set("accuracy", fix.accuracy.map(Value.double))
+        r.set("speed", fix.speed.map(Value.double))
+        r.set("heading", fix.heading.map(Value.double))
+        r.set("altitude", fix.altitude.map(Value.double))
+        r.set("mode", .string(fix.mode == .threeD ? "3d" : "2d"))
+        if let now, fix.receivedAt > 0 { r.set("age", .double(Double(now &- fix.receivedAt) / 1e6)) }
+        return r
+    }
+
+    static func marker(_ marker: Marker) -> Record {
+        var r = Record()
+        r.set("place", .record(.place(marker.place)))
+        r.set("location", .record(.location(marker.location, now: nil)))
+        r.set("time", .string(iso8601(marker.time)))
+        r.set("generation", .uint(marker.generation))
+        r.set("selection", .int(marker.selection))
+        return r
+    }
+
+    /// UTC with milliseconds: 2026-11-29T12:08:46.123Z.
+    static func iso8601(_ seconds: Double) -> String {
+        var whole = time_t(seconds.rounded(.down))
+        var parts = tm()
+        gmtime_r(&whole, &parts)
+        func pad(_ n: Int32, _ width: Int) -> String {
+            let digits = String(n)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        let millis = Int32(((seconds - seconds.rounded(.down)) * 1000).rounded(.down))
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
+            + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(millis, 3))Z"
+    }
+}

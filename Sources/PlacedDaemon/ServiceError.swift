@@ -1,0 +1,57 @@
+import PlacedCore
+import PlacedStore
+
+/// Every way a client request can fail, named the same on both interfaces
+/// (`io.placed.Places.<Name>` on varlink, `io.placed.Placed1.Error.<Name>` on D-Bus).
+public enum ServiceError: Error, Equatable, CustomStringConvertible {
+    case unknownPlace(id: String)
+    case notInRanking(id: String)
+    case invalidLimit(Int)
+    case invalidPosition(latitude: Double, longitude: Double)
+    case invalidAccuracy(Double)
+    case permissionDenied(operation: String)
+    case storeFailed(reason: String)
+    case noPlaces
+
+    public var name: String {
+        switch self {
+        case .unknownPlace: "UnknownPlace"
+        case .notInRanking: "NotInRanking"
+        case .invalidLimit: "InvalidLimit"
+        case .invalidPosition, .invalidAccuracy: "InvalidPosition"
+        case .permissionDenied: "PermissionDenied"
+        case .storeFailed: "StoreFailed"
+        case .noPlaces: "NoPlaces"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .unknownPlace(id): "no place has the id '\(id)'"
+        case let .notInRanking(id): "place '\(id)' is not in the current ranking or the last few"
+        case let .invalidLimit(n): "invalid limit \(n): ask for 1 to \(Ranker.maximumLimit) places"
+        case let .invalidPosition(lat, lon):
+            "invalid position \(lat),\(lon): latitude within ±90, longitude within ±180"
+        case let .invalidAccuracy(a): "invalid accuracy \(a): a number of metres >= 0"
+        case let .permissionDenied(operation): "\(operation) needs root or membership of group placed"
+        case let .storeFailed(reason): "the selection was not recorded: \(reason)"
+        case .noPlaces: "no places are loaded; import some with placectl import"
+        }
+    }
+
+    init(_ error: SelectionError) {
+        switch error {
+        case let .unknownPlace(id): self = .unknownPlace(id: id)
+        case let .notInRanking(id): self = .notInRanking(id: id)
+        }
+    }
+
+    init(_ error: RankingError) {
+        switch error {
+        case let .invalidLimit(n): self = .invalidLimit(n)
+        case let .invalidFix(lat, lon): self = .invalidPosition(latitude: lat, longitude: lon)
+        case let .invalidAccuracy(a): self = .invalidAccuracy(a)
+        case .invalidSpeed, .invalidModel: self = .invalidPosition(latitude: .nan, longitude: .nan)
+        }
+    }
+}

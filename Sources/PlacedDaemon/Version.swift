@@ -1,0 +1,1 @@
+let placedVersion = "0.1.0"

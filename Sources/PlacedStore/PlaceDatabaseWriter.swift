@@ -1,0 +1,220 @@
+import CSQLite
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension PlaceDatabase {
+    /// Replaces the database at `path` with one holding exactly `places`, atomically.
+    ///
+    /// The new database is written whole at `path.new-<pid>`, synced, renamed over `path` and the
+    /// directory synced: a reader sees the old file or the new one, never a mix, and a crash at any
+    /// point leaves one of the two. On any failure before the rename the temporary file is removed
+    /// and the old database is untouched. A running daemon keeps its old file open until it
+    /// reloads, so it is not disturbed either.
+    public static func replace(at path: String, with places: [Place]) throws(PlaceDatabaseError) {
+        try validate(places)
+        let temporaryPath = "\(path).new-\(getpid())"
+        // A leftover of this same pid is ours by name (a crash before it could clean up).
+        unlink(temporaryPath)
+        let descriptor = Glibc.open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw .cannotWrite(path: temporaryPath, operation: "create", errno: errno)
+        }
+        var renamed = false
+        defer {
+            close(descriptor)
+            if !renamed { unlink(temporaryPath) }
+        }
+
+        try write(places, toEmptyFile: temporaryPath)
+        // SQLite wrote with synchronous=OFF; one fsync of the finished file is all the durability needed.
+        guard fsync(descriptor) == 0 else {
+            throw .cannotWrite(path: temporaryPath, operation: "fsync", errno: errno)
+        }
+        guard rename(temporaryPath, path) == 0 else {
+            throw .cannotWrite(path: path, operation: "rename", errno: errno)
+        }
+        renamed = true
+        // Makes the rename itself durable. Should this fail, the new file is already in place.
+        let directory = directoryName(of: path)
+        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else {
+            throw .cannotWrite(path: directory, operation: "open directory", errno: errno)
+        }
+        defer { close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else {
+            throw .cannotWrite(path: directory, operation: "fsync directory", errno: errno)
+        }
+    }
+
+    /// Bad input changes nothing: every place is checked before a file is created.
+    static func validate(_ places: [Place]) throws(PlaceDatabaseError) {
+        guard places.count < Int(Int32.max) else {
+            throw .invalidPlace(id: "", reason: "\(places.count) places are more than a database holds")
+        }
+        for place in places {
+            guard !place.id.isEmpty else {
+                throw .invalidPlace(id: "", reason: "empty id (name \"\(place.name)\")")
+            }
+            guard place.coordinate.isValid else {
+                throw .invalidPlace(
+                    id: place.id, reason: "coordinate \(place.coordinate) is not a valid position")
+            }
+            guard place.area.isFinite, place.area >= 0 else {
+                throw .invalidPlace(
+                    id: place.id, reason: "area \(place.area) is not a finite non-negative number")
+            }
+            if let b = place.bounds {
+                let corners = [
+                    Coordinate(latitude: b.minLatitude, longitude: b.minLongitude),
+                    Coordinate(latitude: b.maxLatitude, longitude: b.maxLongitude),
+                ]
+                guard corners.allSatisfy(\.isValid), b.minLatitude <= b.maxLatitude,
+                    b.minLongitude <= b.maxLongitude
+                else { throw .invalidPlace(id: place.id, reason: "bounding box is not valid") }
+            }
+            if let outline = place.outline, !outline.allSatisfy(\.isValid) {
+                throw .invalidPlace(id: place.id, reason: "outline has an invalid coordinate")
+            }
+        }
+    }
+
+    private static func write(_ places: [Place], toEmptyFile path: String) throws(PlaceDatabaseError) {
+        do {
+            let database = try Database(path: path, mode: .readWrite)
+            // A fresh private file that is renamed only once complete: no journal, no syncs, no locks
+            // to share. A big page cache keeps the id index's b-tree in memory while it grows.
+            try database.execute(
+                """
+                PRAGMA journal_mode = OFF;
+                PRAGMA synchronous = OFF;
+                PRAGMA locking_mode = EXCLUSIVE;
+                PRAGMA cache_size = -65536;
+                CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE places(
+                    rowid INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    name TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    address TEXT,
+                    latitude REAL NOT NULL,
+                    longitude REAL NOT NULL,
+                    area REAL NOT NULL DEFAULT 0,
+                    min_lat REAL, min_lon REAL, max_lat REAL, max_lon REAL,
+                    outline BLOB);
+                CREATE TABLE kinds(code INTEGER PRIMARY KEY, kind TEXT NOT NULL UNIQUE);
+                CREATE TABLE place_columns(name TEXT PRIMARY KEY, data BLOB NOT NULL);
+                """)
+            // Rows in tree order: place number == tree position == rowid - 1.
+            let (index, order) = PlaceIndex(coordinates: places.map(\.coordinate)).renumberedByPosition()
+
+            try database.transaction {
+                let insert = try database.prepare(
+                    """
+                    INSERT INTO places(rowid, id, name, kind, address, latitude, longitude, area,
+                                       min_lat, min_lon, max_lat, max_lon, outline)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+                var kindCodes: [String: UInt32] = [:]
+                var areaColumn = [UInt8]()
+                var kindColumn = [UInt8]()
+                areaColumn.reserveCapacity(4 * places.count)
+                kindColumn.reserveCapacity(4 * places.count)
+                for (number, original) in order.enumerated() {
+                    let place = places[Int(original)]
+                    try insert.bind(Int64(number + 1), at: 1)
+                    try insert.bind(place.id, at: 2)
+                    try insert.bind(place.name, at: 3)
+                    try insert.bind(place.kind, at: 4)
+                    try insert.bind(place.address, at: 5)
+                    try insert.bind(place.coordinate.latitude, at: 6)
+                    try insert.bind(place.coordinate.longitude, at: 7)
+                    try insert.bind(place.area, at: 8)
+                    try insert.bind(place.bounds?.minLatitude, at: 9)
+                    try insert.bind(place.bounds?.minLongitude, at: 10)
+                    try insert.bind(place.bounds?.maxLatitude, at: 11)
+                    try insert.bind(place.bounds?.maxLongitude, at: 12)
+                    if let outline = place.outline, !outline.isEmpty {
+                        try insert.bind(blob: OutlineCoding.encode(outline), at: 13)
+                    } else {
+                        try insert.bindNull(at: 13)
+                    }
+                    do throws(SQLiteError) {
+                        try insert.step()
+                    } catch {
+                        // (Not `catch where`: with a typed error that crashes the 6.3 compiler.)
+                        if error.code == sqliteConstraintUnique {
+                            throw PlaceDatabaseError.invalidPlace(id: place.id, reason: "duplicate id")
+                        }
+                        throw error
+                    }
+                    insert.reset()
+
+                    let code: UInt32
+                    if let known = kindCodes[place.kind] {
+                        code = known
+                    } else {
+                        code = UInt32(kindCodes.count)
+                        kindCodes[place.kind] = code
+                    }
+                    withUnsafeBytes(of: Float(place.area).bitPattern.littleEndian) {
+                        areaColumn.append(contentsOf: $0)
+                    }
+                    withUnsafeBytes(of: code.littleEndian) { kindColumn.append(contentsOf: $0) }
+                }
+
+                let insertKind = try database.prepare("INSERT INTO kinds(code, kind) VALUES (?, ?)")
+                for (kind, code) in kindCodes.sorted(by: { $0.value < $1.value }) {
+                    try insertKind.bind(Int64(code), at: 1)
+                    try insertKind.bind(kind, at: 2)
+                    try insertKind.step()
+                    insertKind.reset()
+                }
+
+                let insertColumn = try database.prepare(
+                    "INSERT INTO place_columns(name, data) VALUES (?, ?)")
+                for (name, bytes) in [
+                    ("index", index.serialized()), ("area", areaColumn), ("kind", kindColumn),
+                ] {
+                    try insertColumn.bind(name, at: 1)
+                    try insertColumn.bind(blob: bytes, at: 2)
+                    try insertColumn.step()
+                    insertColumn.reset()
+                }
+
+                let insertMeta = try database.prepare("INSERT INTO meta(key, value) VALUES (?, ?)")
+                for (key, value) in [
+                    ("schema_version", String(schemaVersion)), ("place_count", String(places.count)),
+                    ("imported_at", isoTimestamp()),
+                ] {
+                    try insertMeta.bind(key, at: 1)
+                    try insertMeta.bind(value, at: 2)
+                    try insertMeta.step()
+                    insertMeta.reset()
+                }
+            }
+        } catch {
+            throw lift(error, path: path)
+        }
+    }
+
+    /// SQLITE_CONSTRAINT_UNIQUE, a macro Swift does not import.
+    static let sqliteConstraintUnique = SQLITE_CONSTRAINT | (8 << 8)
+
+    static func directoryName(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Now, as ISO 8601 UTC without Foundation.
+    static func isoTimestamp() -> String {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    }
+}

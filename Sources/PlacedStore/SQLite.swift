@@ -1,0 +1,287 @@
+import CSQLite
+
+/// The one error funnel for SQLite: the (extended) result code, SQLite's own message, and what
+/// this code was doing when the call failed.
+public struct SQLiteError: Error, Equatable, CustomStringConvertible {
+    /// Extended result code (`SQLITE_CONSTRAINT_UNIQUE`, `SQLITE_CANTOPEN_ISDIR`, …).
+    public let code: Int32
+    /// `sqlite3_errmsg` at the time of the failure (or `sqlite3_errstr` when there was no handle).
+    public let message: String
+    /// The operation: "open /var/lib/placed/places.db", "prepare SELECT …", "step INSERT …".
+    public let operation: String
+
+    public init(code: Int32, message: String, operation: String) {
+        self.code = code
+        self.message = message
+        self.operation = operation
+    }
+
+    /// The primary result code (`SQLITE_CONSTRAINT` for `SQLITE_CONSTRAINT_UNIQUE`).
+    public var primaryCode: Int32 { code & 0xff }
+
+    public var description: String { "SQLite error \(code) in \(operation): \(message)" }
+
+    init(code: Int32, handle: OpaquePointer?, operation: @autoclosure () -> String) {
+        let text =
+            handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+        self.init(code: code, message: text, operation: operation())
+    }
+}
+
+/// A connection to one SQLite database file.
+///
+/// Not thread-safe by design: one connection belongs to one thread (the daemon's event loop, or an
+/// importer). Statements keep their connection alive.
+public final class Database {
+    public enum Mode: Sendable {
+        /// The file must exist; nothing can be written.
+        case readOnly
+        /// The file must exist.
+        case readWrite
+        /// Creates the file when absent.
+        case readWriteCreate
+    }
+
+    let handle: OpaquePointer
+    public let path: String
+
+    public init(path: String, mode: Mode = .readWriteCreate) throws(SQLiteError) {
+        var flags = SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOMUTEX
+        switch mode {
+        case .readOnly: flags |= SQLITE_OPEN_READONLY
+        case .readWrite: flags |= SQLITE_OPEN_READWRITE
+        case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        var handle: OpaquePointer?
+        let result = sqlite3_open_v2(path, &handle, flags, nil)
+        guard result == SQLITE_OK, let handle else {
+            let error = SQLiteError(code: result, handle: handle, operation: "open \(path)")
+            sqlite3_close_v2(handle)  // a failed open may still allocate a handle
+            throw error
+        }
+        self.handle = handle
+        self.path = path
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    /// Runs one or more statements that return no rows (schema, pragmas, transaction control).
+    public func execute(_ sql: String) throws(SQLiteError) {
+        try check(sqlite3_exec(handle, sql, nil, nil, nil), sql)
+    }
+
+    public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        var statement: OpaquePointer?
+        try check(
+            sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil),
+            "prepare \(sql)")
+        guard let statement else {
+            throw SQLiteError(
+                code: SQLITE_MISUSE, message: "no statement in SQL text", operation: "prepare \(sql)")
+        }
+        return Statement(handle: statement, database: self, sql: sql)
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`; any error rolls back and is rethrown unchanged.
+    public func transaction<Result>(_ body: () throws -> Result) throws -> Result {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            // The transaction may already be gone (SQLite rolls back itself on some errors).
+            if sqlite3_get_autocommit(handle) == 0 { _ = sqlite3_exec(handle, "ROLLBACK", nil, nil, nil) }
+            throw error
+        }
+    }
+
+    /// The first column of the first row of `sql`, when it is an integer.
+    public func scalarInt64(_ sql: String) throws(SQLiteError) -> Int64? {
+        let statement = try prepare(sql)
+        guard try statement.step(), !statement.isNull(at: 0) else { return nil }
+        return statement.int64(at: 0)
+    }
+
+    /// Opens one BLOB cell for incremental reading: SQLite copies straight into caller-owned memory
+    /// instead of materialising the whole value first.
+    public func openBlob(table: String, column: String, rowid: Int64) throws(SQLiteError) -> Blob {
+        var blob: OpaquePointer?
+        try check(
+            sqlite3_blob_open(handle, "main", table, column, rowid, 0, &blob),
+            "open blob \(table).\(column)")
+        guard let blob else {
+            throw SQLiteError(
+                code: SQLITE_MISUSE, message: "no blob handle", operation: "open blob \(table).\(column)")
+        }
+        return Blob(handle: blob, database: self, name: "\(table).\(column)")
+    }
+
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    @inline(__always)
+    func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(SQLiteError) {
+        if result != SQLITE_OK {
+            throw SQLiteError(code: result, handle: handle, operation: operation())
+        }
+    }
+}
+
+/// A prepared statement. Bind parameters (1-based, as in SQLite), `step` through rows, read columns
+/// (0-based), `reset` to run it again.
+public final class Statement {
+    let handle: OpaquePointer
+    /// Strong: a statement must not outlive its connection.
+    let database: Database
+    public let sql: String
+
+    init(handle: OpaquePointer, database: Database, sql: String) {
+        self.handle = handle
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    // MARK: Binding
+
+    public func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+        try check(sqlite3_bind_int64(handle, index, value), "bind")
+    }
+
+    public func bind(_ value: Int, at index: Int32) throws(SQLiteError) {
+        try bind(Int64(value), at: index)
+    }
+
+    public func bind(_ value: Double, at index: Int32) throws(SQLiteError) {
+        try check(sqlite3_bind_double(handle, index, value), "bind")
+    }
+
+    public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
+        // Transient: SQLite copies the UTF-8 bytes, which live only for this call. The explicit
+        // length keeps an embedded NUL from cutting the text short.
+        try check(
+            sqlite3_bind_text(handle, index, value, Int32(value.utf8.count), placed_sqlite_transient()),
+            "bind")
+    }
+
+    public func bind(blob bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            // An empty blob, not NULL.
+            return try check(sqlite3_bind_zeroblob(handle, index, 0), "bind")
+        }
+        try check(sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), placed_sqlite_transient()), "bind")
+    }
+
+    public func bind(blob bytes: [UInt8], at index: Int32) throws(SQLiteError) {
+        // Array.withUnsafeBytes is untyped `rethrows`: carry the typed error out by hand.
+        let failure: SQLiteError? = bytes.withUnsafeBytes { raw in
+            do throws(SQLiteError) {
+                try bind(blob: raw, at: index)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    public func bindNull(at index: Int32) throws(SQLiteError) {
+        try check(sqlite3_bind_null(handle, index), "bind")
+    }
+
+    public func bind(_ value: String?, at index: Int32) throws(SQLiteError) {
+        if let value { try bind(value, at: index) } else { try bindNull(at: index) }
+    }
+
+    public func bind(_ value: Double?, at index: Int32) throws(SQLiteError) {
+        if let value { try bind(value, at: index) } else { try bindNull(at: index) }
+    }
+
+    // MARK: Running
+
+    /// Advances to the next row: `true` when a row is available, `false` when the statement is done.
+    @discardableResult
+    public func step() throws(SQLiteError) -> Bool {
+        let result = sqlite3_step(handle)
+        switch result {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw SQLiteError(code: result, handle: database.handle, operation: "step \(sql)")
+        }
+    }
+
+    /// Makes the statement runnable again; bindings are kept.
+    public func reset() {
+        // The result repeats the last step's error, which step() already reported.
+        sqlite3_reset(handle)
+    }
+
+    public func clearBindings() { sqlite3_clear_bindings(handle) }
+
+    // MARK: Columns
+
+    public var columnCount: Int32 { sqlite3_column_count(handle) }
+
+    public func isNull(at column: Int32) -> Bool {
+        sqlite3_column_type(handle, column) == SQLITE_NULL
+    }
+
+    public func int64(at column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    public func double(at column: Int32) -> Double { sqlite3_column_double(handle, column) }
+
+    /// Text of the column; `nil` for NULL.
+    public func text(at column: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(handle, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
+
+    /// The column's bytes, valid only inside `body` (until the next step, reset or column call).
+    /// NULL reads as an empty buffer.
+    public func withBlob<Result>(at column: Int32, _ body: (UnsafeRawBufferPointer) throws -> Result)
+        rethrows
+        -> Result
+    {
+        let base = sqlite3_column_blob(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return try body(UnsafeRawBufferPointer(start: base, count: base == nil ? 0 : count))
+    }
+
+    @inline(__always)
+    private func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(SQLiteError) {
+        if result != SQLITE_OK {
+            throw SQLiteError(code: result, handle: database.handle, operation: "\(operation()) \(sql)")
+        }
+    }
+}
+
+/// A read-only handle on one BLOB cell (`Database.openBlob`).
+public final class Blob {
+    let handle: OpaquePointer
+    let database: Database
+    let name: String
+
+    init(handle: OpaquePointer, database: Database, name: String) {
+        self.handle = handle
+        self.database = database
+        self.name = name
+    }
+
+    deinit { sqlite3_blob_close(handle) }
+
+    /// Size in bytes.
+    public var count: Int { Int(sqlite3_blob_bytes(handle)) }
+
+    /// Fills `buffer` with the bytes starting at `offset`.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int = 0)
+        throws(SQLiteError)
+    {
+        guard buffer.count > 0 else { return }
+        let result = sqlite3_blob_read(handle, buffer.baseAddress, Int32(buffer.count), Int32(offset))
+        if result != SQLITE_OK {
+            throw SQLiteError(code: result, handle: database.handle, operation: "read blob \(name)")
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import CSQLite
+import PlacedCore
+
+/// Why a selection could not be recorded or read. The daemon answers the client with it and goes
+/// on serving rankings.
+public enum SelectionLogError: Error, Equatable, CustomStringConvertible {
+    case cannotOpen(path: String, reason: String)
+    case diskFull(path: String)
+    case readOnly(path: String)
+    case failed(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case let .cannotOpen(path, reason): "cannot open selection log \(path): \(reason)"
+        case let .diskFull(path): "selection log \(path): the disk is full"
+        case let .readOnly(path): "selection log \(path) is read-only"
+        case let .failed(path, reason): "selection log \(path): \(reason)"
+        }
+    }
+
+    init(_ error: SQLiteError, path: String) {
+        switch error.primaryCode {
+        case SQLITE_FULL: self = .diskFull(path: path)
+        case SQLITE_READONLY, SQLITE_PERM: self = .readOnly(path: path)
+        case SQLITE_BUSY, SQLITE_LOCKED: self = .failed(path: path, reason: "locked by another writer")
+        default: self = .failed(path: path, reason: error.message)
+        }
+    }
+}
+
+/// The durable log of selections, in its own SQLite file beside the places database (which an import
+/// replaces whole). WAL with synchronous=FULL: `append` returns only once the row is on disk, so an
+/// acknowledged selection survives a crash or a power cut.
+public final class SelectionLog {
+    public let path: String
+    private let database: Database
+    private let insert: Statement
+    /// Selections per place id: the ranking priors, kept current as selections are appended.
+    public private(set) var counts: [String: Int] = [:]
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS selections(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            time REAL NOT NULL,
+            generation INTEGER NOT NULL,
+            place_id TEXT NOT NULL,
+            place_name TEXT NOT NULL,
+            place_kind TEXT NOT NULL,
+            place_address TEXT,
+            place_latitude REAL NOT NULL,
+            place_longitude REAL NOT NULL,
+            distance REAL NOT NULL,
+            likelihood REAL NOT NULL,
+            latitude REAL NOT NULL,
+            longitude REAL NOT NULL,
+            accuracy REAL,
+            speed REAL,
+            heading REAL,
+            altitude REAL,
+            mode INTEGER NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS selections_place ON selections(place_id);
+        """
+
+    static let columns = "id, " + insertedColumns
+    static let insertedColumns = """
+        time, generation, place_id, place_name, place_kind, place_address, place_latitude,
+        place_longitude, distance, likelihood, latitude, longitude, accuracy, speed, heading, altitude, mode
+        """
+
+    /// `busyTimeout`: milliseconds to wait for another writer (placectl, a backup) before failing.
+    public init(path: String, busyTimeout: Int = 5000) throws(SelectionLogError) {
+        self.path = path
+        do {
+            database = try Database(path: path, mode: .readWriteCreate)
+            try database.execute("PRAGMA busy_timeout=\(busyTimeout)")
+            try database.execute("PRAGMA journal_mode=WAL")
+            try database.execute("PRAGMA synchronous=FULL")
+            try database.execute(Self.schema)
+            insert = try database.prepare(
+                "INSERT INTO selections(\(Self.insertedColumns))"
+                    + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+            let count = try database.prepare("SELECT place_id, count(*) FROM selections GROUP BY place_id")
+            while try count.step() {
+                counts[count.text(at: 0) ?? "", default: 0] = Int(count.int64(at: 1))
+            }
+        } catch {
+            throw .cannotOpen(path: path, reason: error.message)
+        }
+    }
+
+    /// Records `marker` durably and returns it with its selection id.
+    public func append(_ marker: Marker) throws(SelectionLogError) -> Marker {
+        do {
+            defer { insert.reset() }
+            let place = marker.place.place, fix = marker.location
+            try insert.bind(marker.time, at: 1)
+            try insert.bind(Int64(bitPattern: marker.generation), at: 2)
+            try insert.bind(place.id, at: 3)
+            try insert.bind(place.name, at: 4)
+            try insert.bind(place.kind, at: 5)
+            try insert.bind(place.address, at: 6)
+            try insert.bind(place.coordinate.latitude, at: 7)
+            try insert.bind(place.coordinate.longitude, at: 8)
+            try insert.bind(marker.place.distance, at: 9)
+            try insert.bind(marker.place.likelihood, at: 10)
+            try insert.bind(fix.coordinate.latitude, at: 11)
+            try insert.bind(fix.coordinate.longitude, at: 12)
+            try insert.bind(fix.accuracy, at: 13)
+            try insert.bind(fix.speed, at: 14)
+            try insert.bind(fix.heading, at: 15)
+            try insert.bind(fix.altitude, at: 16)
+            try insert.bind(Int64(fix.mode.rawValue), at: 17)
+            _ = try insert.step()
+        } catch {
+            throw SelectionLogError(error, path: path)
+        }
+        var recorded = marker
+        recorded.selection = database.lastInsertRowID
+        counts[marker.place.place.id, default: 0] += 1
+        return recorded
+    }
+
+    /// Selections newest first; `before` (a selection id) pages back through older ones.
+    public func history(limit: Int, before: Int64? = nil) throws(SelectionLogError) -> [Marker] {
+        do {
+            let query = try database.prepare(
+                "SELECT \(Self.columns) FROM selections WHERE id < ? ORDER BY id DESC LIMIT ?")
+            try query.bind(before ?? Int64.max, at: 1)
+            try query.bind(Int64(max(0, limit)), at: 2)
+            var markers: [Marker] = []
+            while try query.step() { markers.append(Self.marker(from: query)) }
+            return markers
+        } catch {
+            throw SelectionLogError(error, path: path)
+        }
+    }
+
+    /// The newest selection: the marker restored at start.
+    public func last() throws(SelectionLogError) -> Marker? {
+        try history(limit: 1).first
+    }
+
+    public var count: Int { counts.values.reduce(0, +) }
+
+    static func marker(from row: Statement) -> Marker {
+        func optional(_ column: Int32) -> Double? { row.isNull(at: column) ? nil : row.double(at: column) }
+        let place = Place(
+            id: row.text(at: 3) ?? "", name: row.text(at: 4) ?? "", kind: row.text(at: 5) ?? "",
+            address: row.text(at: 6),
+            coordinate: Coordinate(latitude: row.double(at: 7), longitude: row.double(at: 8)))
+        let fix = Fix(
+            receivedAt: 0, coordinate: Coordinate(latitude: row.double(at: 11), longitude: row.double(at: 12)),
+            mode: FixMode(rawValue: Int(row.int64(at: 17))) ?? .twoD, accuracy: optional(13),
+            altitude: optional(16), speed: optional(14), heading: optional(15))
+        return Marker(
+            selection: row.int64(at: 0),
+            place: RankedPlace(place: place, distance: row.double(at: 9), likelihood: row.double(at: 10)),
+            location: fix, time: row.double(at: 1), generation: UInt64(bitPattern: row.int64(at: 2)))
+    }
+}

@@ -1,5 +1,0 @@
-import PlacedCore
-import CSQLite
-
-/// Namespace for the SQLite store.
-public enum Store {}

@@ -1,0 +1,126 @@
+import PlacedCore
+import Foundation
+import Testing
+
+@testable import PlacedDaemon
+
+@Suite struct ConfigurationTests {
+    @Test func defaults() throws {
+        let c = Configuration()
+        #expect(try c.resolvedSource() == .gpsd(host: "localhost", port: "2947"))
+        #expect(c.distanceFilter == 50)
+        #expect(c.resolvedSelectionsPath == "/var/lib/placed/selections.db")
+        #expect(c.bus == .system)
+    }
+
+    @Test func flagsOverrideAndAcceptBothSpellings() throws {
+        guard
+            case let .run(c) = try Configuration.parse([
+                "--gpsd=gps.local:3000", "--distance-filter", "25", "--bus", "none", "--db", "/tmp/p.db",
+            ])
+        else {
+            Issue.record("expected a run command")
+            return
+        }
+        #expect(try c.resolvedSource() == .gpsd(host: "gps.local", port: "3000"))
+        #expect(c.distanceFilter == 25)
+        #expect(c.bus == Configuration.Bus.none)
+        #expect(c.resolvedSelectionsPath == "/tmp/selections.db")
+        #expect(try Configuration.parse(["--help"]) == .help)
+    }
+
+    @Test func ipv6Endpoint() throws {
+        let endpoint = try Configuration.parseEndpoint("[::1]:2948")
+        #expect(endpoint.host == "::1" && endpoint.port == "2948")
+    }
+
+    @Test(arguments: [
+        ["--static", "91,0"], ["--static", "1"], ["--static", "1,2,-3"], ["--distance-filter", "nan"],
+        ["--gpsd", "host:0"], ["--bus", "x"], ["--db"], ["--what"],
+    ])
+    func badFlagsAreUsageErrors(arguments: [String]) {
+        #expect(throws: UsageError.self) { try Configuration.parse(arguments) }
+    }
+
+    @Test func configFileSectionsKeysAndDropInOrder() throws {
+        var c = Configuration()
+        try ConfigFile.apply(
+            """
+            # comment
+            [Location]
+            Source = static
+            StaticPosition=60.17,24.94,12
+            DistanceFilter=30
+
+            [Places]
+            Database=/srv/places.db
+            """, file: "main.conf", to: &c)
+        try ConfigFile.apply("[Location]\nDistanceFilter=75\n", file: "10-later.conf", to: &c)
+        #expect(c.distanceFilter == 75)
+        #expect(c.databasePath == "/srv/places.db")
+        #expect(try c.resolvedSource() == .fixed(Coordinate(latitude: 60.17, longitude: 24.94), accuracy: 12))
+        // Flags still win over the file.
+        guard case let .run(flagged) = try Configuration.parse(["--distance-filter", "5"], over: c) else {
+            Issue.record("expected a run command")
+            return
+        }
+        #expect(flagged.distanceFilter == 5)
+        #expect(flagged.databasePath == "/srv/places.db")
+    }
+
+    @Test(arguments: [
+        ("[Location]\nBogus=1\n", 2, "unknown key 'Bogus' in [Location]"),
+        ("[Nowhere]\n", 1, "unknown section [Nowhere]"),
+        ("DistanceFilter=3\n", 1, "must be inside a [Section]"),
+        ("[Location]\n\nDistanceFilter=-3\n", 3, "DistanceFilter=-3: must be a number >= 0"),
+        ("[Places]\nDatabase=relative.db\n", 2, "must be an absolute path"),
+        ("[Location]\njust words\n", 2, "expected Key=value"),
+        ("[Location\n", 1, "malformed section header"),
+    ])
+    func configErrorsNameFileAndLine(text: String, line: Int, message: String) {
+        var c = Configuration()
+        do {
+            try ConfigFile.apply(text, file: "/etc/placed/placed.conf", to: &c)
+            Issue.record("expected an error for \(text)")
+        } catch {
+            #expect(error.file == "/etc/placed/placed.conf")
+            #expect(error.line == line)
+            #expect(error.message.contains(message), "\(error.message)")
+        }
+        #expect(c == Configuration(), "a bad file changes nothing it did not set before the error")
+    }
+
+    @Test func staticSourceWithoutPositionIsAnError() throws {
+        var c = Configuration()
+        try ConfigFile.apply("[Location]\nSource=static\n", file: "f", to: &c)
+        #expect(throws: UsageError.self) { try c.resolvedSource() }
+    }
+}
+
+@Suite struct ShippedConfigurationTests {
+    static let shipped = InterfaceDescriptionTests.root.appendingPathComponent("etc/placed/placed.conf").path
+
+    @Test func shippedFileParsesAndKeepsEveryDefault() throws {
+        var c = Configuration()
+        try ConfigFile.load(Self.shipped, into: &c)
+        #expect(c == Configuration())
+    }
+
+    @Test func shippedFileDocumentsEveryKeyWithItsDefault() throws {
+        let text = try String(contentsOfFile: Self.shipped, encoding: .utf8)
+        var uncommented = ""
+        for line in text.split(separator: "\n") {
+            uncommented +=
+                line.hasPrefix("#") && line.contains("=") && !line.hasPrefix("# ")
+                ? line.dropFirst() + "\n" : line + "\n"
+        }
+        for setting in ConfigFile.keys {
+            #expect(text.contains("\n#\(setting.key)="), "placed.conf does not document \(setting.key)")
+        }
+        // Uncommenting every documented default changes nothing but the optional empty values.
+        var c = Configuration()
+        let withValues = uncommented.split(separator: "\n").filter { !$0.hasSuffix("=") }.joined(separator: "\n")
+        try ConfigFile.apply(withValues, file: "placed.conf", to: &c)
+        #expect(c == Configuration())
+    }
+}

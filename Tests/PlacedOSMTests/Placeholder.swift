@@ -1,4 +1,0 @@
-import Testing
-@testable import PlacedOSM
-
-@Test func PlacedOSMBuilds() { #expect(Bool(true)) }

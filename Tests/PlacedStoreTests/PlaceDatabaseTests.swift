@@ -1,0 +1,284 @@
+import CSQLite
+import Foundation
+import PlacedCore
+import Testing
+
+@testable import PlacedStore
+
+/// A fresh directory per test, removed afterwards.
+private final class TemporaryDirectory {
+    let path: String
+
+    init() {
+        var template = Array((NSTemporaryDirectory() + "placed-store-XXXXXX").utf8CString)
+        path = String(cString: mkdtemp(&template)!)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    var leftovers: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter {
+            $0.contains(".new-")
+        }
+    }
+}
+
+private let cafe = Place(
+    id: "osm:node/1", name: "Café Ekberg", kind: "amenity=cafe",
+    address: "Bulevardi 9, 00120 Helsinki",
+    coordinate: Coordinate(latitude: 60.1642, longitude: 24.9380))
+
+private let station = Place(
+    id: "osm:way/2", name: "Helsingin päärautatieasema", kind: "railway=station",
+    coordinate: Coordinate(latitude: 60.1710, longitude: 24.9414), area: 25_000,
+    bounds: BoundingBox(
+        minLatitude: 60.1700, minLongitude: 24.9400, maxLatitude: 60.1720, maxLongitude: 24.9430),
+    outline: [
+        Coordinate(latitude: 60.1700, longitude: 24.9400),
+        Coordinate(latitude: 60.1720, longitude: 24.9400),
+        Coordinate(latitude: 60.1720, longitude: 24.9430),
+        Coordinate(latitude: 60.1700, longitude: 24.9400),
+    ])
+
+private let kiosk = Place(
+    id: "osm:node/3", name: "R-kioski", kind: "shop=kiosk",
+    coordinate: Coordinate(latitude: 60.1699, longitude: 24.9384))
+
+/// Some thousands of seeded places, so the tree has inner nodes and several leaves.
+private func syntheticPlaces(_ count: Int, seed: UInt64) -> [Place] {
+    var random = SplitMix64(seed: seed)
+    let kinds = ["amenity=cafe", "shop=bakery", "amenity=bench", "tourism=museum"]
+    return (0..<count).map { i in
+        Place(
+            id: "osm:node/\(1000 + i)", name: "Place \(i)", kind: kinds[i % kinds.count],
+            address: i % 3 == 0 ? "Street \(i)" : nil,
+            coordinate: Coordinate(
+                latitude: 60.17 + random.gaussian() * 0.02, longitude: 24.94 + random.gaussian() * 0.04),
+            area: i % 5 == 0 ? Double(i) : 0)
+    }
+}
+
+private func isCorrupt(_ body: () throws -> Void) -> Bool {
+    do {
+        try body()
+        return false
+    } catch {
+        guard case .corrupt = error as? PlaceDatabaseError else { return false }
+        return true
+    }
+}
+
+@Suite struct PlaceDatabaseTests {
+    @Test func roundTripKeepsEveryField() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        let places = [cafe, station, kiosk] + syntheticPlaces(3000, seed: 7)
+        try PlaceDatabase.replace(at: path, with: places)
+
+        let database = try PlaceDatabase.open(path: path)
+        #expect(database.placeCount == places.count)
+        #expect(database.importedAt.count == 20 && database.importedAt.hasSuffix("Z"))
+        let set = try database.load()
+        #expect(set.count == places.count)
+        #expect(Set(set.kinds) == Set(places.map(\.kind)))
+
+        var seen = Set<String>()
+        for number in 0..<set.count {
+            let place = try set.place(at: number)
+            let original = try #require(places.first { $0.id == place.id })
+            #expect(place == original)
+            #expect(set.coordinate(of: number) == original.coordinate)
+            #expect(set.kind(of: number) == original.kind)
+            #expect(set.areas[number] == Float(original.area))
+            #expect(try set.placeIndex(ofID: original.id) == number)
+            seen.insert(place.id)
+        }
+        #expect(seen.count == places.count)
+        #expect(try set.placeIndex(ofID: "osm:node/999999999") == nil)
+        #expect(throws: PlaceDatabaseError.noSuchPlace(index: places.count, count: places.count)) {
+            try set.place(at: places.count)
+        }
+        #expect(throws: PlaceDatabaseError.noSuchPlace(index: -1, count: places.count)) { try set.place(at: -1) }
+
+        // The loaded index numbers places like the table: the nearest to the kiosk is the kiosk.
+        let nearest = set.index.nearest(1, to: kiosk.coordinate)
+        #expect(try set.place(at: nearest[0].index).id == kiosk.id)
+        #expect(nearest[0].distance == 0)
+    }
+
+    @Test func emptyPlaceListIsAValidDatabase() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        try PlaceDatabase.replace(at: path, with: [])
+        let set = try PlaceDatabase.open(path: path).load()
+        #expect(set.count == 0)
+        #expect(set.index.within(250, of: cafe.coordinate).isEmpty)
+    }
+
+    @Test func replaceSwapsTheFileWhileAnOldReaderKeepsItsData() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        try PlaceDatabase.replace(at: path, with: [cafe, kiosk])
+        let old = try PlaceDatabase.open(path: path).load()
+
+        try PlaceDatabase.replace(at: path, with: [station])
+        #expect(directory.leftovers.isEmpty)
+        let new = try PlaceDatabase.open(path: path).load()
+        #expect(new.count == 1)
+        #expect(try new.place(at: 0) == station)
+        // The old set still reads its own (now unlinked) file: a daemon serves it until it swaps.
+        #expect(old.count == 2)
+        #expect(try Set([old.place(at: 0).id, old.place(at: 1).id]) == [cafe.id, kiosk.id])
+    }
+
+    @Test func targetThatIsADirectoryFailsAndLeavesNoTemporaryFile() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        #expect(throws: PlaceDatabaseError.cannotWrite(path: path, operation: "rename", errno: EISDIR)) {
+            try PlaceDatabase.replace(at: path, with: [cafe])
+        }
+        #expect(directory.leftovers.isEmpty)
+        var isDirectory: ObjCBool = false
+        #expect(
+            FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+                && isDirectory.boolValue)
+    }
+
+    @Test func missingParentDirectoryIsANamedError() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("absent/places.db")
+        #expect(
+            throws: PlaceDatabaseError.cannotWrite(
+                path: path + ".new-\(getpid())", operation: "create", errno: ENOENT)
+        ) {
+            try PlaceDatabase.replace(at: path, with: [cafe])
+        }
+    }
+
+    @Test func badInputLeavesTheOldDatabaseServing() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        try PlaceDatabase.replace(at: path, with: [cafe, kiosk])
+
+        var duplicate = station
+        duplicate.id = cafe.id
+        #expect(throws: PlaceDatabaseError.invalidPlace(id: cafe.id, reason: "duplicate id")) {
+            try PlaceDatabase.replace(at: path, with: [cafe, station, duplicate])
+        }
+        var nowhere = station
+        nowhere.coordinate = Coordinate(latitude: .nan, longitude: 24)
+        #expect {
+            try PlaceDatabase.replace(at: path, with: [nowhere])
+        } throws: { error in
+            guard case .invalidPlace(let id, _) = error as? PlaceDatabaseError else { return false }
+            return id == station.id
+        }
+        var negative = station
+        negative.area = -1
+        #expect(throws: PlaceDatabaseError.self) {
+            try PlaceDatabase.replace(at: path, with: [negative])
+        }
+
+        #expect(directory.leftovers.isEmpty)
+        let set = try PlaceDatabase.open(path: path).load()
+        #expect(set.count == 2)
+    }
+
+    @Test func missingFileIsNamed() {
+        let directory = TemporaryDirectory()
+        let path = directory.file("nothing.db")
+        #expect(throws: PlaceDatabaseError.missing(path: path)) { try PlaceDatabase.open(path: path) }
+    }
+
+    @Test func foreignFileIsNotADatabase() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
+        #expect(throws: PlaceDatabaseError.notADatabase(path: path)) {
+            try PlaceDatabase.open(path: path)
+        }
+    }
+
+    @Test func otherSQLiteDatabaseIsTheWrongSchema() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("other.db")
+        try Database(path: path).execute("CREATE TABLE things(x INTEGER)")
+        #expect(throws: PlaceDatabaseError.unsupportedSchema(path: path, version: nil)) {
+            try PlaceDatabase.open(path: path)
+        }
+
+        let future = directory.file("future.db")
+        try PlaceDatabase.replace(at: future, with: [cafe])
+        try Database(path: future, mode: .readWrite).execute(
+            "UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+        #expect(throws: PlaceDatabaseError.unsupportedSchema(path: future, version: "99")) {
+            try PlaceDatabase.open(path: future)
+        }
+    }
+
+    @Test func truncatedFileIsRejected() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        try PlaceDatabase.replace(at: path, with: syntheticPlaces(5000, seed: 3))
+        let size = try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(truncate(path, off_t(size / 2)) == 0)
+        #expect(isCorrupt { _ = try PlaceDatabase.open(path: path).load() })
+    }
+
+    @Test func damagedIndexOrColumnIsCorrupt() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        let places = syntheticPlaces(500, seed: 5)
+        for damage in [
+            "UPDATE place_columns SET data = x'00' WHERE name = 'index'",
+            "UPDATE place_columns SET data = substr(data, 1, 100) WHERE name = 'area'",
+            "DELETE FROM place_columns WHERE name = 'kind'",
+            "UPDATE place_columns SET data = zeroblob(length(data)) WHERE name = 'index'",
+            "DELETE FROM kinds WHERE code = 0",
+            "UPDATE meta SET value = '7' WHERE key = 'place_count'",
+        ] {
+            try PlaceDatabase.replace(at: path, with: places)
+            try Database(path: path, mode: .readWrite).execute(damage)
+            #expect(isCorrupt { _ = try PlaceDatabase.open(path: path).load() }, "\(damage)")
+        }
+    }
+
+    @Test func sqliteErrorsCarryCodeAndMessage() throws {
+        let database = try Database(path: ":memory:")
+        #expect {
+            try database.execute("SELEKT 1")
+        } throws: { error in
+            guard let error = error as? SQLiteError else { return false }
+            return error.primaryCode == SQLITE_ERROR && error.message.contains("syntax error")
+                && error.description.contains("SELEKT")
+        }
+        try database.execute("CREATE TABLE t(x TEXT NOT NULL UNIQUE)")
+        let insert = try database.prepare("INSERT INTO t VALUES (?)")
+        try insert.bind("a\u{0}b", at: 1)
+        try insert.step()
+        insert.reset()
+        #expect(throws: SQLiteError.self) { try insert.step() }  // same value again: UNIQUE
+        let read = try database.prepare("SELECT x, length(CAST(x AS BLOB)) FROM t")
+        #expect(try read.step())
+        #expect(read.text(at: 0) == "a\u{0}b")
+        #expect(read.int64(at: 1) == 3)
+    }
+
+    @Test func transactionRollsBackOnError() throws {
+        struct Boom: Error {}
+        let database = try Database(path: ":memory:")
+        try database.execute("CREATE TABLE t(x INTEGER)")
+        #expect(throws: Boom.self) {
+            try database.transaction {
+                try database.execute("INSERT INTO t VALUES (1)")
+                throw Boom()
+            }
+        }
+        #expect(try database.scalarInt64("SELECT count(*) FROM t") == 0)
+        try database.transaction { try database.execute("INSERT INTO t VALUES (2)") }
+        #expect(try database.scalarInt64("SELECT count(*) FROM t") == 1)
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import PlacedStore
-
-@Test func PlacedStoreBuilds() { #expect(Bool(true)) }

@@ -1,0 +1,81 @@
+import PlacedCore
+import Testing
+
+@testable import PlacedStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private func temporaryDirectory() -> String {
+    var template = Array("/tmp/placed-selections-XXXXXX".utf8CString)
+    return String(cString: mkdtemp(&template)!)
+}
+
+private func marker(_ id: String, generation: UInt64 = 1) -> Marker {
+    let place = Place(
+        id: id, name: "Café \(id)", kind: "amenity=cafe", address: "Aleksanterinkatu 1",
+        coordinate: Coordinate(latitude: 60.17, longitude: 24.94))
+    let fix = Fix(
+        receivedAt: 0, coordinate: Coordinate(latitude: 60.1701, longitude: 24.9402), mode: .threeD, accuracy: 4.5,
+        speed: 1.25)
+    return Marker(
+        place: RankedPlace(place: place, distance: 12.5, likelihood: 0.42), location: fix, time: 1_795_955_188.25,
+        generation: generation)
+}
+
+@Suite struct SelectionLogTests {
+    @Test func appendsDurablyAndReadsBackNewestFirst() throws {
+        let dir = temporaryDirectory()
+        let path = dir + "/selections.db"
+        do {
+            let log = try SelectionLog(path: path)
+            let first = try log.append(marker("osm:node/1"))
+            let second = try log.append(marker("osm:node/2", generation: 2))
+            _ = try log.append(marker("osm:node/1", generation: 3))
+            #expect(first.selection == 1 && second.selection == 2)
+            #expect(log.counts == ["osm:node/1": 2, "osm:node/2": 1])
+        }
+        // A new process sees everything: counts, order, every field.
+        let reopened = try SelectionLog(path: path)
+        #expect(reopened.counts == ["osm:node/1": 2, "osm:node/2": 1])
+        let history = try reopened.history(limit: 10)
+        #expect(history.map(\.selection) == [3, 2, 1])
+        #expect(history.map(\.generation) == [3, 2, 1])
+        var expected = marker("osm:node/2", generation: 2)
+        expected.selection = 2
+        #expect(history[1] == expected)
+        #expect(try reopened.last()?.selection == 3)
+        #expect(try reopened.history(limit: 2, before: 3).map(\.selection) == [2, 1])
+    }
+
+    @Test func usesWALWithFullSync() throws {
+        let path = temporaryDirectory() + "/selections.db"
+        _ = try SelectionLog(path: path)
+        let database = try Database(path: path, mode: .readOnly)
+        let mode = try database.prepare("PRAGMA journal_mode")
+        #expect(try mode.step())
+        #expect(mode.text(at: 0) == "wal")
+    }
+
+    @Test func readOnlyDatabaseGivesANamedErrorAndKeepsReading() throws {
+        let dir = temporaryDirectory()
+        let path = dir + "/selections.db"
+        let log = try SelectionLog(path: path)
+        _ = try log.append(marker("osm:node/1"))
+        // Root ignores file modes, so make the log read-only the way a full or broken store would:
+        // a second connection holds the write lock.
+        let blocker = try Database(path: path)
+        try blocker.execute("PRAGMA busy_timeout=0")
+        try blocker.execute("BEGIN IMMEDIATE")
+        defer { try? blocker.execute("ROLLBACK") }
+        let locked = try SelectionLog(path: path, busyTimeout: 0)
+        #expect(throws: SelectionLogError.self) { try locked.append(marker("osm:node/2")) }
+        #expect(locked.counts == ["osm:node/1": 1], "a failed append counts nothing")
+        #expect(try locked.history(limit: 5).count == 1)
+    }
+
+    @Test func unopenablePathIsANamedError() {
+        #expect(throws: SelectionLogError.self) { try SelectionLog(path: "/nonexistent-dir/x/selections.db") }
+    }
+}
