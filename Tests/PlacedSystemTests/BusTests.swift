@@ -75,8 +75,7 @@ private final class PrivateBus {
     private let process = Process()
 
     init() throws {
-        var template = Array("/tmp/placed-bus-XXXXXX".utf8CString)
-        directory = String(cString: mkdtemp(&template)!)
+        directory = makeTemporaryDirectory("placed-bus")
         chmod(directory, 0o755)
         let config = """
             <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -175,35 +174,14 @@ private final class BusHarness {
     }
 
     @discardableResult
-    func pump(seconds: Double = 10, until condition: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            if Date() > deadline { return false }
-            try loop.runOnce(timeout: 5_000)
-        }
-        return true
+    func pump(seconds: Double = 10, until condition: () throws -> Bool) throws -> Bool {
+        try loop.pump(seconds: seconds, until: condition)
     }
 
     /// Runs a tool against the bus while this loop serves it.
-    func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        if !(try pump(seconds: 30) { !process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return (
-            process.terminationStatus,
-            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        )
-    }
+    func run(_ arguments: [String]) throws -> ProcessResult { try PlacedSystemTests.run(arguments, pumping: loop) }
 
-    func busctl(_ arguments: String...) throws -> (status: Int32, output: String, errors: String) {
+    func busctl(_ arguments: String...) throws -> ProcessResult {
         try run(["/usr/bin/busctl", "--address=\(dbus.address)"] + arguments)
     }
 
@@ -221,7 +199,7 @@ private final class BusHarness {
         return reply["data"] as? [Any]
     }
 
-    func gdbus(_ method: String, _ arguments: String...) throws -> (status: Int32, output: String, errors: String) {
+    func gdbus(_ method: String, _ arguments: String...) throws -> ProcessResult {
         try run(
             [
                 "/usr/bin/gdbus", "call", "--address", dbus.address, "--dest", BusHarness.name, "--object-path",

@@ -40,8 +40,7 @@ private final class Harness {
     var cancelled = 0
 
     init(maxQueuedBytes: Int = 256 * 1024, maxConnections: Int = 4096, mode: mode_t = 0o660) throws {
-        var template = Array("/tmp/placed-varlink-XXXXXX".utf8CString)
-        directory = String(cString: mkdtemp(&template)!)
+        directory = makeTemporaryDirectory("placed-varlink")
         path = directory + "/io.placed.Test"
         loop = try EventLoop()
         var configuration = VarlinkServer.Configuration(
@@ -88,15 +87,9 @@ private final class Harness {
         }
     }
 
-    /// Runs the loop until `condition` holds (false after `seconds`).
     @discardableResult
-    func pump(seconds: Double = 10, until condition: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            if Date() > deadline { return false }
-            try loop.runOnce(timeout: 5_000)
-        }
-        return true
+    func pump(seconds: Double = 10, until condition: () throws -> Bool) throws -> Bool {
+        try loop.pump(seconds: seconds, until: condition)
     }
 
     /// Runs the loop for a while (to show that something does NOT happen).
@@ -567,8 +560,7 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
 
     @Test func releasingTheServerEndsEverything() throws {
         let loop = try EventLoop()
-        var template = Array("/tmp/placed-varlink-XXXXXX".utf8CString)
-        let directory = String(cString: mkdtemp(&template)!)
+        let directory = makeTemporaryDirectory("placed-varlink")
         defer { rmdir(directory) }
         var server: VarlinkServer? = try VarlinkServer(
             loop: loop, path: directory + "/s",
@@ -607,13 +599,8 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
 }
 
 @Suite struct UnixSocketTests {
-    private func temporaryDirectory() -> String {
-        var template = Array("/tmp/placed-socket-XXXXXX".utf8CString)
-        return String(cString: mkdtemp(&template)!)
-    }
-
     @Test func socketGetsTheRequestedMode() throws {
-        let directory = temporaryDirectory()
+        let directory = makeTemporaryDirectory("placed-socket")
         defer { rmdir(directory) }
         for mode: mode_t in [0o660, 0o600, 0o666] {
             let path = directory + "/s"
@@ -628,7 +615,7 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
     }
 
     @Test func staleSocketIsReplacedLiveOneAndOtherFilesAreNot() throws {
-        let directory = temporaryDirectory()
+        let directory = makeTemporaryDirectory("placed-socket")
         defer { rmdir(directory) }
         let path = directory + "/s"
         let first = try UnixSocket.listen(path: path)
@@ -700,30 +687,6 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
     }
 }
 
-/// Runs a program while pumping the server's loop (the program talks to the server), returning its
-/// exit status and output.
-private func run(
-    _ arguments: [String], pumping h: Harness, seconds: Double = 30,
-    whileRunning step: () throws -> Void = {}
-) throws -> (status: Int32, output: String, errors: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: arguments[0])
-    process.arguments = Array(arguments.dropFirst())
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let finished = try h.pump(seconds: seconds) {
-        (try? step()) != nil && !process.isRunning
-    }
-    if !finished { process.terminate() }
-    process.waitUntilExit()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    return (process.terminationStatus, text, errorText)
-}
-
 /// A Python with the PyPI `varlink` package: the venv scripts/test builds, else python3 on PATH.
 private let pythonWithVarlink: String? = {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -763,7 +726,7 @@ private let pythonWithVarlink: String? = {
         let python = pythonWithVarlink!
         let command = python.hasPrefix("/") ? [python] : ["/usr/bin/env", python]
         var step = 0
-        let result = try run(command + ["-c", script, h.path], pumping: h) {
+        let result = try run(command + ["-c", script, h.path], pumping: h.loop) {
             // Feed the stream once the client watches: two broadcasts, then the final reply.
             guard step < 3, let stream = h.server.openStreams(of: "io.placed.Test.Watch").first else {
                 return
@@ -808,11 +771,11 @@ private let pythonWithVarlink: String? = {
             """
         let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534"]
         let outsider = try run(
-            nobody + ["--clear-groups", "/usr/bin/python3", "-c", script, h.path], pumping: h)
+            nobody + ["--clear-groups", "/usr/bin/python3", "-c", script, h.path], pumping: h.loop)
         #expect(outsider.status == 3)
         #expect(outsider.output == "denied\n")
         let member = try run(
-            nobody + ["--groups=4242,4343", "/usr/bin/python3", "-c", script, h.path], pumping: h)
+            nobody + ["--groups=4242,4343", "/usr/bin/python3", "-c", script, h.path], pumping: h.loop)
         #expect(member.status == 0, "\(member.errors)")
         let who = try JSON(parsing: member.output)["parameters"]
         #expect(who?["uid"] == 65534)
