@@ -42,6 +42,7 @@ public final class Daemon {
     private var staticStart: EventSource?
     private var observers: [DaemonObserver] = []
     private var varlink: VarlinkService?
+    private var dbus: BusService?
 
     /// The latest usable fix, moves and suppressed fixes alike: what clients see as the location.
     public private(set) var location: Fix?
@@ -79,6 +80,13 @@ public final class Daemon {
             varlink = try VarlinkService(daemon: self, path: configuration.socketPath)
         } catch {
             throw StartupError("cannot serve varlink on \(configuration.socketPath): \(error)")
+        }
+        if let address = configuration.busAddress {
+            do {
+                dbus = try BusService(daemon: self, address: address)
+            } catch {
+                throw StartupError("cannot serve \(BusService.name) on the \(configuration.bus.rawValue) bus: \(error)")
+            }
         }
         try startSource()
         Log.info(
@@ -333,7 +341,7 @@ public final class Daemon {
     }
 
     static func loadCatalog(_ path: String, required: Bool) throws -> PlaceCatalog? {
-        if !required, access(path, F_OK) != 0 {
+        if !required, access(path, F_OK) != 0, errno == ENOENT {
             Log.warning("no places database at \(path): rankings stay empty until one is imported (placectl import)")
             return nil
         }
