@@ -82,7 +82,8 @@ class Placed:
                 if len(found) >= count:
                     return found
                 left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
+                exited = self.proc.poll() is not None and not self._reader.is_alive()
+                if left <= 0 or exited:
                     raise AssertionError("timed out waiting for %r; log:\n%s" % (pattern, "\n".join(self.lines)))
                 self._cond.wait(min(left, 0.1))
 
