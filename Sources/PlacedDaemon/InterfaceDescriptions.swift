@@ -26,7 +26,8 @@ enum InterfaceDescriptions {
           heading: ?float,
           altitude: ?float,
           mode: string,
-          age: float
+          # Seconds since placed heard the fix; absent in a marker, whose location is from the past.
+          age: ?float
         )
 
         # A selection: the place picked, where the device was, when, in which ranking.
