@@ -71,7 +71,7 @@ enum InterfaceDescriptions {
         error UnknownPlace (id: string)
         error NotInRanking (id: string)
         error InvalidLimit (limit: int, maximum: int)
-        error InvalidPosition (latitude: float, longitude: float)
+        error InvalidPosition (latitude: float, longitude: float, accuracy: ?float)
         error PermissionDenied ()
         error StoreFailed (reason: string)
         error NoPlaces ()
