@@ -60,6 +60,11 @@ public final class Daemon {
         catalog = try Self.loadCatalog(configuration.databasePath, required: false)
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
+        if selections.isReadOnly {
+            Log.warning(
+                "selection log \(selections.path) is read-only: selections are refused until it is writable "
+                    + "and placed restarts")
+        }
     }
 
     public func addObserver(_ observer: DaemonObserver) { observers.append(observer) }
