@@ -261,8 +261,13 @@ public final class Daemon {
         }
     }
 
-    /// Loads the places file again; a bad file leaves the old places serving.
+    /// Loads the places file again if it changed, and ranks again; a bad file leaves the old places
+    /// serving. An unchanged file keeps the recent rankings, so a selection that raced this still works.
     func reloadPlaces(reason: String) {
+        if let loaded = catalog?.file, loaded == FileIdentity(path: configuration.databasePath) {
+            if let fix = location ?? filter.reference { rerank(at: fix) }
+            return
+        }
         ServiceNotifier.reloading()
         defer { ServiceNotifier.ready(status: statusLine) }
         do {

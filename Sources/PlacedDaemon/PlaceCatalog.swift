@@ -1,6 +1,10 @@
 import PlacedCore
 import PlacedStore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The places the daemon ranks from: the loaded `PlaceSet` (spatial index and columns in memory,
 /// names and shapes in the file) plus every area in full, since an area reaches beyond its point.
 ///
@@ -16,8 +20,11 @@ final class PlaceCatalog {
 
     var count: Int { placeSet.count }
     var path: String { placeSet.database.path }
+    /// The file as it was just before loading: nil when it could not be examined.
+    let file: FileIdentity?
 
     init(path: String) throws(PlaceDatabaseError) {
+        file = FileIdentity(path: path)
         placeSet = try PlaceDatabase.open(path: path).load()
         var areaPlaces: [Place] = []
         for index in 0..<placeSet.count where placeSet.areas[index] > 0 {
@@ -48,5 +55,28 @@ final class PlaceCatalog {
         if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
         cache[index] = place
         return place
+    }
+}
+
+/// Which file a path names, and its version: an import renames a new file into place (another
+/// inode), an edit in place changes the size or the modification time.
+struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modified: timespec
+
+    init?(path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
+        size = Int64(status.st_size)
+        modified = status.st_mtim
+    }
+
+    static func == (a: FileIdentity, b: FileIdentity) -> Bool {
+        (a.device, a.inode, a.size, a.modified.tv_sec, a.modified.tv_nsec)
+            == (b.device, b.inode, b.size, b.modified.tv_sec, b.modified.tv_nsec)
     }
 }
