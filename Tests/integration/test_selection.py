@@ -100,6 +100,20 @@ def test_select_accepts_the_last_three_rankings_only(start_placed, tmp_path):
             assert refused.value.parameters() == {"id": place}
         assert [m["selection"] for m in places.History()["markers"]] == [marker["selection"]]
 
+        # A Refresh is one more ranking: the window moves on by one, no more.
+        places.Refresh()
+        now = places.Current(limit=20)
+        assert now["generation"] == last + 1
+        full[last + 1] = [p["id"] for p in now["places"]]
+        one_back = [i for i in full[last - 1] if i not in full[last] + full[last + 1]]
+        assert one_back, "the last two moves changed the list"
+        assert places.Select(one_back[0])["marker"]["generation"] == last - 1
+        three_back = [i for i in full[last - 2] if i not in full[last - 1] + full[last] + full[last + 1]]
+        assert three_back
+        with pytest.raises(varlink.VarlinkError) as refused:
+            places.Select(three_back[0])
+        assert refused.value.error() == PLACES + ".NotInRanking"
+
 
 def test_reply_comes_after_the_row_is_synced_and_the_watchers_told(start_placed):
     placed = start_placed()

@@ -2,6 +2,8 @@
 introspection, every method, the Watch stream, named and standard errors, replies that match the
 interface definition to the letter."""
 import datetime
+import os
+import shutil
 import math
 
 import pytest
@@ -225,3 +227,26 @@ def test_oneway_and_pipelined_calls_are_answered_in_order(start_placed):
         assert current["generation"] == 2 and len(current["places"]) == 1
         assert status["generation"] == 2 and status["source"] == "static"
         assert not math.isnan(status["distance_filter"])
+
+
+def test_refresh_reloads_the_places_only_when_the_file_changed(start_placed, places_db, tmp_path):
+    placed = start_placed()
+    with placed.open() as places:
+        places.Refresh()
+        assert places.Current()["generation"] == 2
+        assert not [line for line in placed.lines if "loaded" in line], "the same file is not reloaded"
+
+        # An import renames a new file into place: the next Refresh loads it.
+        shutil.copy(places_db, tmp_path / "new.db")
+        os.rename(tmp_path / "new.db", tmp_path / "places.db")
+        places.Refresh()
+        placed.wait_for(r"Refresh: loaded \d+ places")
+        assert places.Current()["generation"] == 3
+
+        # A broken file leaves the loaded places serving.
+        (tmp_path / "broken.db").write_bytes(b"not a database" * 100)
+        os.rename(tmp_path / "broken.db", tmp_path / "places.db")
+        places.Refresh()
+        placed.wait_for(r"Refresh: keeping the \d+ places loaded")
+        current = places.Current()
+        assert current["generation"] == 3 and len(current["places"]) == 5
