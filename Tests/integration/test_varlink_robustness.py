@@ -2,9 +2,11 @@
 reading, a thousand clients at once — each get a named error or are dropped, while other clients and
 fix handling carry on as if nothing happened."""
 import json
+import os
 import resource
 import select
 import threading
+import time
 
 import pytest
 
@@ -99,6 +101,15 @@ def peer_closed(sock):
     return any(event & (select.POLLRDHUP | select.POLLHUP) for _, event in poller.poll(0))
 
 
+def peer_closed_within(sock, timeout):
+    deadline = time.monotonic() + timeout
+    while not peer_closed(sock):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_a_watcher_that_stops_reading_is_dropped_when_its_queue_fills(start_placed):
     placed = start_placed()
     good, first = watcher(placed)
@@ -132,6 +143,16 @@ def test_a_watcher_that_stops_reading_is_dropped_when_its_queue_fills(start_plac
     good.close()
 
 
+def open_descriptors(pid, settle=None, timeout=5.0):
+    """How many descriptors `pid` holds; with `settle`, waits (up to `timeout`) until it is back to that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        count = len(os.listdir("/proc/%d/fd" % pid))
+        if settle is None or count <= settle or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+
+
 def raise_open_file_limit(needed):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < needed:
@@ -142,6 +163,7 @@ def raise_open_file_limit(needed):
 def test_a_thousand_concurrent_clients(start_placed):
     raise_open_file_limit(1200)
     placed = start_placed()
+    baseline = open_descriptors(placed.proc.pid)
     clients = [placed.raw() for _ in range(1000)]
     try:
         for client in clients:  # all requests out before any reply is read
@@ -154,9 +176,48 @@ def test_a_thousand_concurrent_clients(start_placed):
             places.Refresh()
             assert places.Current()["generation"] == 2
         assert [client.reply()["generation"] for client in clients] == [2] * 1000
+        assert open_descriptors(placed.proc.pid) >= baseline + 1000
     finally:
         for client in clients:
             client.close()
+    assert open_descriptors(placed.proc.pid, settle=baseline) == baseline, "every connection closed"
+
+
+def test_connecting_and_leaving_leaks_nothing(start_placed):
+    placed = start_placed()
+    baseline = open_descriptors(placed.proc.pid)
+    for n in range(2000):
+        with placed.raw() as client:
+            if n % 2:  # half of them leave in the middle of a call
+                client.send(PLACES + ".Watch", more=True)
+    assert open_descriptors(placed.proc.pid, settle=baseline) == baseline
+    with placed.raw() as client:
+        assert client.call(PLACES + ".Current")["generation"] == 1
+
+
+def test_a_message_in_pieces_is_served(start_placed):
+    placed = start_placed()
+    with placed.raw() as raw:
+        message = json.dumps({"method": PLACES + ".Current", "parameters": {"limit": 2}}).encode() + b"\0"
+        for piece in (message[:1], message[1:20], message[20:-1], message[-1:]):
+            raw.send_raw(piece)
+            time.sleep(0.05)
+        assert len(raw.reply()["places"]) == 2
+
+
+def test_a_client_that_pipelines_without_reading_is_dropped(start_placed):
+    placed = start_placed()
+    good, first = watcher(placed)
+    with placed.raw() as flood:
+        calls = (json.dumps({"method": PLACES + ".Current", "parameters": {"limit": 20}}).encode() + b"\0") * 5000
+        flood.sock.settimeout(10)
+        try:
+            flood.send_raw(calls)  # ~5 kB replies each: far more than its queue holds
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert peer_closed_within(flood.sock, 5)
+    assert_unharmed(placed, good, first["generation"])
+    good.close()
 
 
 def short_drive(path, fix_epochs):
@@ -183,6 +244,8 @@ def test_abuse_during_a_drive_disturbs_neither_fixes_nor_watchers(start_placed, 
         good = placed.raw(timeout=30)
         good.send(PLACES + ".Watch", more=True)
         seen = [good.reply()]
+        placed.wait_for(r"ranking 1:", timeout=30)
+        baseline = open_descriptors(placed.proc.pid)  # the watcher and gpsd connected
         done = threading.Event()
 
         def abuse():
@@ -219,10 +282,12 @@ def test_abuse_during_a_drive_disturbs_neither_fixes_nor_watchers(start_placed, 
     assert len(expected) >= 8
     assert_same_moves(placed.moves(), expected)
     # The watcher saw every move's ranking, in order, each with the location it was made at.
-    rankings = [m for m in seen[1:] if "places" in m]
+    rankings = [m for m in seen if m.get("places")]  # generation 0 has none
     assert [m["generation"] for m in rankings] == list(range(1, len(expected) + 1))
     for ranking, (_, lat, lon) in zip(rankings, expected):
         assert ranking["places"], "places near every point of the drive"
         assert abs(ranking["location"]["latitude"] - lat) < 2e-7
         assert abs(ranking["location"]["longitude"] - lon) < 2e-7
     assert seen[-1]["stale"] is True, "the end of the drive reached the watcher"
+    # Give or take the gpsd connection, which placed drops and reopens after the silence.
+    assert open_descriptors(placed.proc.pid, settle=baseline + 1) <= baseline + 1, "no client connection leaked"
