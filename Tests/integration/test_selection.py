@@ -115,16 +115,17 @@ def test_select_accepts_the_last_three_rankings_only(start_placed, tmp_path):
         assert refused.value.error() == PLACES + ".NotInRanking"
 
 
-def test_reply_comes_after_the_row_is_synced_and_the_watchers_told(start_placed):
+def test_reply_comes_after_the_row_is_synced_and_the_watchers_told(start_placed, tmp_path):
     placed = start_placed()
     watch = placed.raw()
     watch.send(PLACES + ".Watch", more=True)
     watch.reply()
     with placed.raw() as raw:
         place = raw.call(PLACES + ".Current")["places"][0]["id"]
+        output = tmp_path / "strace.out"
         trace = subprocess.Popen(
             ["strace", "-f", "-y", "-s", "1000", "-e", "trace=fsync,fdatasync,sendto,sendmsg,write",
-             "-p", str(placed.proc.pid)], stderr=subprocess.PIPE, text=True)
+             "-o", output, "-p", str(placed.proc.pid)], stderr=subprocess.PIPE, text=True)
         try:
             for _ in range(100):  # strace announces itself once attached
                 if "attached" in trace.stderr.readline():
@@ -133,7 +134,8 @@ def test_reply_comes_after_the_row_is_synced_and_the_watchers_told(start_placed)
             assert watch.reply()["marker"] == marker
         finally:
             trace.terminate()
-        lines = trace.stderr.read().splitlines()
+            trace.wait(10)
+        lines = output.read_text().splitlines()
     synced = next(i for i, line in enumerate(lines) if re.search(r"f(data)?sync\(\d+</.*selections\.db", line))
     logged = next(i for i, line in enumerate(lines) if "selected " in line)
     told = [i for i, line in enumerate(lines) if "sendto(" in line and '"marker' in line]
