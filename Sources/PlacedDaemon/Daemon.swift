@@ -61,6 +61,11 @@ public final class Daemon {
         catalog = try Self.loadCatalog(configuration.databasePath, required: false)
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
+        if selections.isReadOnly {
+            Log.warning(
+                "selection log \(selections.path) is read-only: selections are refused until it is writable "
+                    + "and placed restarts")
+        }
     }
 
     public func addObserver(_ observer: DaemonObserver) { observers.append(observer) }
@@ -198,7 +203,9 @@ public final class Daemon {
         let limit = try Self.checkLimit(limit)
         let coordinate = Coordinate(latitude: latitude, longitude: longitude)
         guard coordinate.isValid else { throw .invalidPosition(latitude: latitude, longitude: longitude) }
-        if let accuracy, !(accuracy.isFinite && accuracy >= 0) { throw .invalidAccuracy(accuracy) }
+        if let accuracy, !(accuracy.isFinite && accuracy >= 0) {
+            throw .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: accuracy)
+        }
         guard let catalog else { throw .noPlaces }
         let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
         do {
@@ -207,7 +214,7 @@ public final class Daemon {
                 fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: limit
             ).places
         } catch let error as RankingError {
-            throw ServiceError(error)
+            throw ServiceError(error, at: coordinate)
         } catch {
             throw .storeFailed(reason: "\(error)")
         }
@@ -260,7 +267,9 @@ public final class Daemon {
 
     public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {
         let limit = limit ?? 20
-        guard (1...1000).contains(limit) else { throw .invalidLimit(limit) }
+        guard (1...Self.maximumHistoryLimit).contains(limit) else {
+            throw .invalidLimit(limit, maximum: Self.maximumHistoryLimit)
+        }
         do {
             return try selections.history(limit: limit, before: before)
         } catch {
@@ -332,11 +341,16 @@ public final class Daemon {
         init(_ description: String) { self.description = description }
     }
 
+    /// Most markers one History call returns.
+    public static let maximumHistoryLimit = 1000
+
     static let selectionMessageID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
 
     static func checkLimit(_ limit: Int?) throws(ServiceError) -> Int {
         let limit = limit ?? Ranker.defaultLimit
-        guard (1...Ranker.maximumLimit).contains(limit) else { throw .invalidLimit(limit) }
+        guard (1...Ranker.maximumLimit).contains(limit) else {
+            throw .invalidLimit(limit, maximum: Ranker.maximumLimit)
+        }
         return limit
     }
 
