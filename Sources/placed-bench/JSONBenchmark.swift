@@ -8,7 +8,7 @@ import Foundation
 import PlacedCore
 
 func jsonBenchmark(_ arguments: [String]) throws {
-    let iterations = arguments.first.flatMap(Int.init) ?? 20_000
+    let iterations = arguments.first.flatMap(Int.init) ?? 2_000
     let message = watchMessage(places: 20)
     let bytes = try message.encoded()
     print("json: Watch reply with 20 places, \(bytes.count) bytes; \(iterations) iterations each")
