@@ -493,12 +493,12 @@ extension JSON {
         case .object(let members):
             output.append(UInt8(ascii: "{"))
             // Byte order of UTF-8 equals Unicode scalar order: deterministic and locale-free.
-            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            for (index, key) in keys.enumerated() {
+            let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            for (index, member) in sorted.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
-                JSON.encode(string: key, into: &output)
+                JSON.encode(string: member.key, into: &output)
                 output.append(UInt8(ascii: ":"))
-                try members[key].unsafelyUnwrapped.encode(into: &output)
+                try member.value.encode(into: &output)
             }
             output.append(UInt8(ascii: "}"))
         }
@@ -521,27 +521,43 @@ extension JSON {
     }
 
     private static func encode(string: String, into output: inout [UInt8]) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
         output.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x08: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-            case 0x0C: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-            case 0..<0x20:
-                output.append(contentsOf: [
-                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                    hex[Int(byte >> 4)],
-                    hex[Int(byte & 0xF)],
-                ])
-            default: output.append(byte)
+        var string = string
+        string.withUTF8 { bytes in
+            // Copy runs of bytes that need no escape in one go; most strings are a single run.
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                appendEscape(of: byte, to: &output)
+                runStart = index + 1
             }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
         output.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendEscape(of byte: UInt8, to output: inout [UInt8]) {
+        let escaped: UInt8
+        switch byte {
+        case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
+        case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
+        case 0x0A: escaped = UInt8(ascii: "n")
+        case 0x0D: escaped = UInt8(ascii: "r")
+        case 0x09: escaped = UInt8(ascii: "t")
+        case 0x08: escaped = UInt8(ascii: "b")
+        case 0x0C: escaped = UInt8(ascii: "f")
+        default:
+            let hex: StaticString = "0123456789abcdef"
+            output.append(contentsOf: [
+                UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 0xF)],
+            ])
+            return
+        }
+        output.append(UInt8(ascii: "\\"))
+        output.append(escaped)
     }
 }
 

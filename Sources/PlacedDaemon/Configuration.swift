@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedSystem
 
 /// Everything placed can be told, with its defaults. Filled from the config file, then overridden
 /// by command-line flags.
@@ -48,6 +49,15 @@ public struct Configuration: Sendable, Equatable {
         if let selectionsPath { return selectionsPath }
         guard let slash = databasePath.lastIndex(of: "/") else { return "selections.db" }
         return String(databasePath[...slash]) + "selections.db"
+    }
+
+    /// The D-Bus to serve on, or nil for none.
+    public var busAddress: PlacedSystem.Bus.Address? {
+        switch bus {
+        case .system: .system
+        case .session: .session
+        case .none: nil
+        }
     }
 
     /// The source to start, or why the configuration names none.

@@ -42,6 +42,7 @@ public final class Daemon {
     private var staticStart: EventSource?
     private var observers: [DaemonObserver] = []
     private var varlink: VarlinkService?
+    private var dbus: BusService?
 
     /// The latest usable fix, moves and suppressed fixes alike: what clients see as the location.
     public private(set) var location: Fix?
@@ -60,6 +61,11 @@ public final class Daemon {
         catalog = try Self.loadCatalog(configuration.databasePath, required: false)
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
+        if selections.isReadOnly {
+            Log.warning(
+                "selection log \(selections.path) is read-only: selections are refused until it is writable "
+                    + "and placed restarts")
+        }
     }
 
     public func addObserver(_ observer: DaemonObserver) { observers.append(observer) }
@@ -79,6 +85,13 @@ public final class Daemon {
             varlink = try VarlinkService(daemon: self, path: configuration.socketPath)
         } catch {
             throw StartupError("cannot serve varlink on \(configuration.socketPath): \(error)")
+        }
+        if let address = configuration.busAddress {
+            do {
+                dbus = try BusService(daemon: self, address: address)
+            } catch {
+                throw StartupError("cannot serve \(BusService.name) on the \(configuration.bus.rawValue) bus: \(error)")
+            }
         }
         try startSource()
         Log.info(
@@ -190,7 +203,9 @@ public final class Daemon {
         let limit = try Self.checkLimit(limit)
         let coordinate = Coordinate(latitude: latitude, longitude: longitude)
         guard coordinate.isValid else { throw .invalidPosition(latitude: latitude, longitude: longitude) }
-        if let accuracy, !(accuracy.isFinite && accuracy >= 0) { throw .invalidAccuracy(accuracy) }
+        if let accuracy, !(accuracy.isFinite && accuracy >= 0) {
+            throw .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: accuracy)
+        }
         guard let catalog else { throw .noPlaces }
         let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
         do {
@@ -199,7 +214,7 @@ public final class Daemon {
                 fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: limit
             ).places
         } catch let error as RankingError {
-            throw ServiceError(error)
+            throw ServiceError(error, at: coordinate)
         } catch {
             throw .storeFailed(reason: "\(error)")
         }
@@ -252,7 +267,9 @@ public final class Daemon {
 
     public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {
         let limit = limit ?? 20
-        guard (1...1000).contains(limit) else { throw .invalidLimit(limit) }
+        guard (1...Self.maximumHistoryLimit).contains(limit) else {
+            throw .invalidLimit(limit, maximum: Self.maximumHistoryLimit)
+        }
         do {
             return try selections.history(limit: limit, before: before)
         } catch {
@@ -324,16 +341,21 @@ public final class Daemon {
         init(_ description: String) { self.description = description }
     }
 
+    /// Most markers one History call returns.
+    public static let maximumHistoryLimit = 1000
+
     static let selectionMessageID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
 
     static func checkLimit(_ limit: Int?) throws(ServiceError) -> Int {
         let limit = limit ?? Ranker.defaultLimit
-        guard (1...Ranker.maximumLimit).contains(limit) else { throw .invalidLimit(limit) }
+        guard (1...Ranker.maximumLimit).contains(limit) else {
+            throw .invalidLimit(limit, maximum: Ranker.maximumLimit)
+        }
         return limit
     }
 
     static func loadCatalog(_ path: String, required: Bool) throws -> PlaceCatalog? {
-        if !required, access(path, F_OK) != 0 {
+        if !required, access(path, F_OK) != 0, errno == ENOENT {
             Log.warning("no places database at \(path): rankings stay empty until one is imported (placectl import)")
             return nil
         }

@@ -26,7 +26,8 @@ enum InterfaceDescriptions {
           heading: ?float,
           altitude: ?float,
           mode: string,
-          age: float
+          # Seconds since placed heard the fix; absent in a marker, whose location is from the past.
+          age: ?float
         )
 
         # A selection: the place picked, where the device was, when, in which ranking.
@@ -70,7 +71,7 @@ enum InterfaceDescriptions {
         error UnknownPlace (id: string)
         error NotInRanking (id: string)
         error InvalidLimit (limit: int, maximum: int)
-        error InvalidPosition (latitude: float, longitude: float)
+        error InvalidPosition (latitude: float, longitude: float, accuracy: ?float)
         error PermissionDenied ()
         error StoreFailed (reason: string)
         error NoPlaces ()

@@ -6,9 +6,9 @@ import PlacedStore
 public enum ServiceError: Error, Equatable, CustomStringConvertible {
     case unknownPlace(id: String)
     case notInRanking(id: String)
-    case invalidLimit(Int)
+    case invalidLimit(Int, maximum: Int)
     case invalidPosition(latitude: Double, longitude: Double)
-    case invalidAccuracy(Double)
+    case invalidAccuracy(latitude: Double, longitude: Double, accuracy: Double)
     case permissionDenied(operation: String)
     case storeFailed(reason: String)
     case noPlaces
@@ -29,10 +29,10 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         switch self {
         case let .unknownPlace(id): "no place has the id '\(id)'"
         case let .notInRanking(id): "place '\(id)' is not in the current ranking or the last few"
-        case let .invalidLimit(n): "invalid limit \(n): ask for 1 to \(Ranker.maximumLimit) places"
+        case let .invalidLimit(n, maximum): "invalid limit \(n): ask for 1 to \(maximum)"
         case let .invalidPosition(lat, lon):
             "invalid position \(lat),\(lon): latitude within ±90, longitude within ±180"
-        case let .invalidAccuracy(a): "invalid accuracy \(a): a number of metres >= 0"
+        case let .invalidAccuracy(_, _, a): "invalid accuracy \(a): a number of metres >= 0"
         case let .permissionDenied(operation): "\(operation) needs root or membership of group placed"
         case let .storeFailed(reason): "the selection was not recorded: \(reason)"
         case .noPlaces: "no places are loaded; import some with placectl import"
@@ -46,12 +46,14 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         }
     }
 
-    init(_ error: RankingError) {
+    /// A ranking at `coordinate` refused.
+    init(_ error: RankingError, at coordinate: Coordinate) {
+        let (latitude, longitude) = (coordinate.latitude, coordinate.longitude)
         switch error {
-        case let .invalidLimit(n): self = .invalidLimit(n)
+        case let .invalidLimit(n): self = .invalidLimit(n, maximum: Ranker.maximumLimit)
         case let .invalidFix(lat, lon): self = .invalidPosition(latitude: lat, longitude: lon)
-        case let .invalidAccuracy(a): self = .invalidAccuracy(a)
-        case .invalidSpeed, .invalidModel: self = .invalidPosition(latitude: .nan, longitude: .nan)
+        case let .invalidAccuracy(a): self = .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: a)
+        case .invalidSpeed, .invalidModel: self = .invalidPosition(latitude: latitude, longitude: longitude)
         }
     }
 }

@@ -101,10 +101,10 @@ final class VarlinkService: DaemonObserver {
     private func parameters(of error: ServiceError) -> [String: JSON] {
         switch error {
         case let .unknownPlace(id), let .notInRanking(id): ["id": .string(id)]
-        case let .invalidLimit(limit):
-            ["limit": .number(Double(limit)), "maximum": .number(Double(Ranker.maximumLimit))]
+        case let .invalidLimit(limit, maximum): ["limit": .number(Double(limit)), "maximum": .number(Double(maximum))]
         case let .invalidPosition(lat, lon): ["latitude": .finite(lat), "longitude": .finite(lon)]
-        case .invalidAccuracy: ["latitude": .null, "longitude": .null]
+        case let .invalidAccuracy(lat, lon, accuracy):
+            ["latitude": .finite(lat), "longitude": .finite(lon), "accuracy": .finite(accuracy)]
         case let .storeFailed(reason): ["reason": .string(reason)]
         case .permissionDenied, .noPlaces: [:]
         }

@@ -71,6 +71,11 @@ public final class GPSDSource {
             return
         }
         connected = true
+        let flags = fcntl(data.gps_fd, F_GETFL)
+        guard flags >= 0, fcntl(data.gps_fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            scheduleReconnect(reason: "cannot make the gpsd socket non-blocking: \(String(cString: strerror(errno)))")
+            return
+        }
         guard gps_stream(&data, UInt32(WATCH_ENABLE | WATCH_JSON), nil) == 0 else {
             scheduleReconnect(reason: "gpsd at \(endpoint) refused WATCH")
             return
@@ -109,18 +114,21 @@ public final class GPSDSource {
     // MARK: Reading
 
     /// Drains every complete message libgps can give without blocking: after one readiness event it
-    /// may hold several lines in its buffer, which epoll will not report again.
+    /// may hold several lines in its buffer, which epoll will not report again. The socket is
+    /// non-blocking, so libgps answers 0 once neither its buffer nor the socket has a whole line.
+    /// (gps_waiting() would do, but it uses select(), which breaks for descriptors above 1023 —
+    /// and a daemon serving a thousand clients has those.)
     private func readAvailable() {
-        repeat {
+        while connected {
             let status = gps_read(&data, &message, Int32(message.count))
             if status < 0 {
-                scheduleReconnect(
-                    reason: status == -1 ? "gpsd closed the connection" : "read error from gpsd")
+                scheduleReconnect(reason: status == -1 ? "gpsd closed the connection" : "read error from gpsd")
                 return
             }
+            if status == 0 { return }
             lastDataAt = loop.now
-            if status > 0 { handleMessage() }
-        } while gps_waiting(&data, 0)
+            handleMessage()
+        }
     }
 
     private func handleMessage() {
@@ -141,11 +149,11 @@ public final class GPSDSource {
         }
     }
 
+    private static let tpvPrefix = Array(#"{"class":"TPV""#.utf8).map { CChar(bitPattern: $0) }
+
+    /// Compared in place: no string is made for the many messages that are not TPVs.
     private var isTPV: Bool {
-        message.withUnsafeBufferPointer { buffer in
-            let text = String(cString: buffer.baseAddress!)
-            return text.hasPrefix("{\"class\":\"TPV\"")
-        }
+        message.starts(with: Self.tpvPrefix)
     }
 
     /// One timer for silence, re-armed for the remainder instead of on every message: no timer

@@ -40,6 +40,9 @@ public final class Database {
         case readWrite
         /// Creates the file when absent.
         case readWriteCreate
+        /// Read-only, and nothing changes the file while it is open (read-only media): no locks and no
+        /// -wal or -shm files, so a WAL database opens where they cannot be created.
+        case immutable
     }
 
     let handle: OpaquePointer
@@ -51,9 +54,11 @@ public final class Database {
         case .readOnly: flags |= SQLITE_OPEN_READONLY
         case .readWrite: flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        case .immutable: flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
         }
+        let name = mode == .immutable ? Self.uri(path) + "?immutable=1" : path
         var handle: OpaquePointer?
-        let result = sqlite3_open_v2(path, &handle, flags, nil)
+        let result = sqlite3_open_v2(name, &handle, flags, nil)
         guard result == SQLITE_OK, let handle else {
             let error = SQLiteError(code: result, handle: handle, operation: "open \(path)")
             sqlite3_close_v2(handle)  // a failed open may still allocate a handle
@@ -64,6 +69,27 @@ public final class Database {
     }
 
     deinit { sqlite3_close_v2(handle) }
+
+    /// `file:` URI of a path: every byte but unreserved characters and `/` percent-encoded.
+    static func uri(_ path: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes = Array("file:".utf8)
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"), UInt8(ascii: "/"):
+                bytes.append(byte)
+            default:
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether writes are refused: opened read-only, or SQLite fell back to reading because the file or
+    /// its file system is read-only.
+    public var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }
 
     /// Runs one or more statements that return no rows (schema, pragmas, transaction control).
     public func execute(_ sql: String) throws(SQLiteError) {

@@ -69,14 +69,26 @@ public final class SelectionLog {
         """
 
     /// `busyTimeout`: milliseconds to wait for another writer (placectl, a backup) before failing.
+    ///
+    /// A log that can only be read (a read-only file system or file) still opens, with `isReadOnly`
+    /// set: the history, the last marker and the counts are served, and every `append` fails with
+    /// `readOnly`, so the daemon keeps ranking instead of refusing to start.
     public init(path: String, busyTimeout: Int = 5000) throws(SelectionLogError) {
         self.path = path
         do {
-            database = try Database(path: path, mode: .readWriteCreate)
-            try database.execute("PRAGMA busy_timeout=\(busyTimeout)")
-            try database.execute("PRAGMA journal_mode=WAL")
-            try database.execute("PRAGMA synchronous=FULL")
-            try database.execute(Self.schema)
+            database = try Self.openForWriting(path, busyTimeout: busyTimeout)
+            isReadOnly = database.isReadOnly
+        } catch let writeError {
+            // Read-only media or file: serve what is there. Busy is another writer, not a read-only log.
+            guard writeError.primaryCode != SQLITE_BUSY, writeError.primaryCode != SQLITE_LOCKED,
+                let reader = try? Self.openForReading(path, busyTimeout: busyTimeout)
+            else {
+                throw .cannotOpen(path: path, reason: writeError.message)
+            }
+            database = reader
+            isReadOnly = true
+        }
+        do {
             insert = try database.prepare(
                 "INSERT INTO selections(\(Self.insertedColumns))"
                     + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
@@ -86,6 +98,33 @@ public final class SelectionLog {
             }
         } catch {
             throw .cannotOpen(path: path, reason: error.message)
+        }
+    }
+
+    /// Whether appends are refused because the file could only be opened for reading.
+    public let isReadOnly: Bool
+
+    private static func openForWriting(_ path: String, busyTimeout: Int) throws(SQLiteError) -> Database {
+        let database = try Database(path: path, mode: .readWriteCreate)
+        try database.execute("PRAGMA busy_timeout=\(busyTimeout)")
+        try database.execute("PRAGMA journal_mode=WAL")
+        try database.execute("PRAGMA synchronous=FULL")
+        try database.execute(Self.schema)
+        return database
+    }
+
+    /// On read-only media a WAL database without its -shm file (closed cleanly) opens only as immutable:
+    /// nothing can change it there anyway.
+    private static func openForReading(_ path: String, busyTimeout: Int) throws(SQLiteError) -> Database {
+        do {
+            let database = try Database(path: path, mode: .readOnly)
+            try database.execute("PRAGMA busy_timeout=\(busyTimeout)")
+            _ = try database.prepare("SELECT count(*) FROM selections")
+            return database
+        } catch {
+            let database = try Database(path: path, mode: .immutable)
+            _ = try database.prepare("SELECT count(*) FROM selections")
+            return database
         }
     }
 

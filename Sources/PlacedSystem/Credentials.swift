@@ -79,33 +79,35 @@ public struct Credentials: Sendable, Equatable, CustomStringConvertible {
 public enum UserDatabase {
     /// The id of group `name`, or nil when there is no such group.
     public static func groupID(named name: String) -> gid_t? {
-        var group = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        while true {
-            let status = getgrnam_r(name, &group, &buffer, buffer.count, &result)
-            if status == ERANGE, buffer.count < 1 << 20 {
-                buffer = [CChar](repeating: 0, count: buffer.count * 4)
-                continue
-            }
-            guard status == 0, let result else { return nil }
-            return result.pointee.gr_gid
-        }
+        lookUp(group(), { getgrnam_r(name, $0, $1, $2, $3) }, read: \.gr_gid)
     }
 
     /// The name of user `uid`, or nil when the database has none.
     public static func userName(of uid: uid_t) -> String? {
-        var passwd = passwd()
-        var result: UnsafeMutablePointer<passwd>?
+        lookUp(passwd(), { getpwuid_r(uid, $0, $1, $2, $3) }, read: { $0.pw_name.map { String(cString: $0) } })
+    }
+
+    /// Runs a reentrant lookup (`getgrnam_r`, `getpwuid_r`), growing its string buffer on ERANGE.
+    /// The entry's strings live in that buffer, so `read` copies what is needed while it exists.
+    private static func lookUp<Entry, Value>(
+        _ entry: Entry,
+        _ call: (
+            UnsafeMutablePointer<Entry>, UnsafeMutablePointer<CChar>, Int,
+            UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>
+        ) -> Int32,
+        read: (Entry) -> Value?
+    ) -> Value? {
+        var entry = entry
+        var result: UnsafeMutablePointer<Entry>?
         var buffer = [CChar](repeating: 0, count: 1024)
         while true {
-            let status = getpwuid_r(uid, &passwd, &buffer, buffer.count, &result)
+            let status = call(&entry, &buffer, buffer.count, &result)
             if status == ERANGE, buffer.count < 1 << 20 {
                 buffer = [CChar](repeating: 0, count: buffer.count * 4)
                 continue
             }
-            guard status == 0, let result, let name = result.pointee.pw_name else { return nil }
-            return String(cString: name)
+            guard status == 0, result != nil else { return nil }
+            return withExtendedLifetime(buffer) { read(entry) }
         }
     }
 

@@ -65,23 +65,22 @@ final class VarlinkConnection {
     private func handle(events: UInt32) {
         if events & EPOLLERR.rawValue != 0 { return close(reason: .ioError) }
         if events & EPOLLOUT.rawValue != 0 { flush() }
-        let hangup = events & EPOLLHUP.rawValue != 0
-        if hangup, currentCall != nil {
-            // Nobody is left to read the replies.
-            return close(reason: .peerClosed)
-        }
-        if events & EPOLLIN.rawValue != 0 || hangup {
+        guard !isClosed else { return }
+        if events & EPOLLHUP.rawValue != 0 { return hangUp() }
+        if events & EPOLLIN.rawValue != 0 {
             readOnce()
             processInput()
         }
-        if hangup, !isClosed {
-            // Deliver what the peer sent before it left (a oneway call still runs), then go.
-            while !isClosed, !readClosed, currentCall == nil, readOnce() {
-                processInput()
-            }
-            close(reason: .peerClosed)
+    }
+
+    /// The peer closed its socket (EPOLLHUP is reported even while we do not ask for input): serve
+    /// what it sent before leaving (a oneway call still runs), then close. With a call in progress
+    /// nobody is left to read its replies.
+    private func hangUp() {
+        while !isClosed, !readClosed, currentCall == nil, readOnce() {
+            processInput()
         }
-        if !isClosed { closeIfDone() }
+        close(reason: .peerClosed)
     }
 
     /// Reads what the socket has (up to the scratch size); false when nothing came.
@@ -127,16 +126,20 @@ final class VarlinkConnection {
             scanned = consumed
             handleMessage(message)
         }
+        guard !isClosed else { return }
         if consumed == input.count {
             // Idle clients keep no buffer: a thousand of them cost a thousand sockets, nothing more.
             input = []
             consumed = 0
             scanned = 0
+        } else if consumed > 0 {
+            // Keep only the unprocessed tail, so a client that pipelines without pause cannot grow it.
+            input.removeSubrange(..<consumed)
+            scanned -= consumed
+            consumed = 0
         }
-        if !isClosed {
-            updateEvents()
-            closeIfDone()
-        }
+        updateEvents()
+        closeIfDone()
     }
 
     private func tooLarge() {
@@ -309,6 +312,7 @@ final class VarlinkConnection {
         let call = currentCall
         currentCall = nil
         call?.cancel()
-        server.connectionClosed(self, reason: reason)
+        // The server drops its reference itself when it closes everything (possibly from deinit).
+        if reason != .serverClosed { server.connectionClosed(self) }
     }
 }

@@ -148,7 +148,10 @@ public final class VarlinkServer {
         processingSource = nil
         Glibc.close(listener)
         if let path { unlink(path) }
-        for connection in Array(connections.values) { connection.close(reason: .serverClosed) }
+        let all = connections.values
+        connections = [:]
+        needProcessing = []
+        for connection in all { connection.close(reason: .serverClosed) }
     }
 
     // MARK: Accepting
@@ -189,7 +192,7 @@ public final class VarlinkServer {
         }
     }
 
-    func connectionClosed(_ connection: VarlinkConnection, reason: VarlinkConnection.CloseReason) {
+    func connectionClosed(_ connection: VarlinkConnection) {
         if connections[connection.fd] === connection { connections[connection.fd] = nil }
     }
 

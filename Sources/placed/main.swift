@@ -2,7 +2,7 @@ import PlacedDaemon
 import PlacedSystem
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// Flags are read twice: first to find --config, then over the loaded file, so flags win.
@@ -18,35 +18,41 @@ func loadConfiguration(_ arguments: [String]) throws -> PlacedCommand {
     return try Configuration.parse(arguments, over: base)
 }
 
-let command: PlacedCommand
-do {
-    command = try loadConfiguration(Array(CommandLine.arguments.dropFirst()))
-} catch let error as UsageError {
+func usageFailure(_ error: any Error) -> Never {
     writeAll(2, "placed: \(error)\nTry 'placed --help'.\n")
     exit(2)
-} catch {
-    writeAll(2, "placed: \(error)\n")
-    exit(1)
 }
 
-switch command {
-case .help:
-    print(Configuration.usage)
-case let .run(configuration):
+func main() -> Never {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    let command: PlacedCommand
+    do {
+        command = try loadConfiguration(arguments)
+    } catch let error as UsageError {
+        usageFailure(error)
+    } catch {
+        writeAll(2, "placed: \(error)\n")
+        exit(1)
+    }
+    guard case let .run(configuration) = command else {
+        print(Configuration.usage)
+        exit(0)
+    }
     do {
         let daemon = try Daemon(configuration: configuration)
         daemon.configurationLoader = {
-            guard case let .run(reloaded) = try loadConfiguration(Array(CommandLine.arguments.dropFirst())) else {
+            guard case let .run(reloaded) = try loadConfiguration(arguments) else {
                 throw UsageError("unexpected --help")
             }
             return reloaded
         }
         exit(try daemon.run())
     } catch let error as UsageError {
-        writeAll(2, "placed: \(error)\nTry 'placed --help'.\n")
-        exit(2)
+        usageFailure(error)
     } catch {
         Log.error("\(error)")
         exit(1)
     }
 }
+
+main()

@@ -173,7 +173,7 @@ private func reason(_ text: String) -> JSONError.Reason? {
         #expect(try JSON.number(0.1).serialized() == "0.1")
         #expect(try JSON.number(60.1699).serialized() == "60.1699")
         #expect(try JSON.number(1e-7).serialized() == "1e-07")
-        #expect(try JSON.number(5e-324).serialized() == "5e-324")
+        #expect(try JSON.number(.leastNonzeroMagnitude).serialized() == "5e-324")
     }
 
     @Test func rejectsNonFiniteNumbers() {

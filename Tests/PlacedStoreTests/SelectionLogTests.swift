@@ -75,6 +75,27 @@ private func marker(_ id: String, generation: UInt64 = 1) -> Marker {
         #expect(try locked.history(limit: 5).count == 1)
     }
 
+    @Test func cleanlyClosedLogReadsAsImmutable() throws {
+        // What a read-only file system leaves: a WAL database without -wal or -shm files.
+        let path = temporaryDirectory() + "/selections.db"
+        do {
+            let log = try SelectionLog(path: path)
+            _ = try log.append(marker("osm:node/7"))
+            #expect(!log.isReadOnly)
+        }
+        #expect(access(path + "-wal", F_OK) != 0, "closing checkpointed and removed the WAL")
+        let database = try Database(path: path, mode: .immutable)
+        #expect(database.isReadOnly)
+        let count = try database.prepare("SELECT place_id FROM selections")
+        #expect(try count.step())
+        #expect(count.text(at: 0) == "osm:node/7")
+    }
+
+    @Test func immutableOpenEscapesThePath() {
+        #expect(Database.uri("/var/lib/placed/selections.db") == "file:/var/lib/placed/selections.db")
+        #expect(Database.uri("/tmp/a b?c#d%e/é.db") == "file:/tmp/a%20b%3Fc%23d%25e/%C3%A9.db")
+    }
+
     @Test func unopenablePathIsANamedError() {
         #expect(throws: SelectionLogError.self) { try SelectionLog(path: "/nonexistent-dir/x/selections.db") }
     }

@@ -39,15 +39,15 @@ private final class Harness {
     var seen: [String] = []
     var cancelled = 0
 
-    init(maxQueuedBytes: Int = 256 * 1024, mode: mode_t = 0o660) throws {
-        var template = Array("/tmp/placed-varlink-XXXXXX".utf8CString)
-        directory = String(cString: mkdtemp(&template)!)
+    init(maxQueuedBytes: Int = 256 * 1024, maxConnections: Int = 4096, mode: mode_t = 0o660) throws {
+        directory = makeTemporaryDirectory("placed-varlink")
         path = directory + "/io.placed.Test"
         loop = try EventLoop()
         var configuration = VarlinkServer.Configuration(
             vendor: "placed", product: "placed test", version: "1", url: "https://placed.invalid",
             errorInterface: "io.placed.Test")
         configuration.maxQueuedBytes = maxQueuedBytes
+        configuration.maxConnections = maxConnections
         server = try VarlinkServer(loop: loop, path: path, mode: mode, configuration: configuration)
         server.register(testInterface) { [unowned self] call in try self.handle(call) }
     }
@@ -87,15 +87,9 @@ private final class Harness {
         }
     }
 
-    /// Runs the loop until `condition` holds (false after `seconds`).
     @discardableResult
-    func pump(seconds: Double = 10, until condition: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            if Date() > deadline { return false }
-            try loop.runOnce(timeout: 5_000)
-        }
-        return true
+    func pump(seconds: Double = 10, until condition: () throws -> Bool) throws -> Bool {
+        try loop.pump(seconds: seconds, until: condition)
     }
 
     /// Runs the loop for a while (to show that something does NOT happen).
@@ -530,6 +524,65 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
                 == Set(groups.prefix(Int(count)).map(Int.init)))
     }
 
+    @Test func manyPipelinedCallsAreAllAnsweredInOrder() throws {
+        let h = try Harness()
+        let client = try h.connect()
+        var batch: [UInt8] = []
+        for index in 0..<3000 {
+            batch += Array(#"{"method":"io.placed.Test.Echo","parameters":{"text":"\#(index)"}}"#.utf8) + [0]
+        }
+        #expect(batch.count > 150_000, "several reads' worth, so messages straddle read boundaries")
+        client.send(batch)
+        #expect(
+            try h.pump {
+                client.poll(); return client.messages.count == 3000
+            })
+        #expect(client.messages.map { $0["parameters"]?["text"]?.string } == (0..<3000).map { String($0) })
+    }
+
+    @Test func connectionsBeyondTheLimitAreClosed() throws {
+        let h = try Harness(maxConnections: 2)
+        let first = try h.connect()
+        let second = try h.connect()
+        #expect(try h.pump { h.server.connectionCount == 2 })
+        let third = try h.connect()
+        #expect(
+            try h.pump {
+                third.poll(); return third.isClosed
+            })
+        #expect(h.server.connectionCount == 2)
+        for client in [first, second] {
+            #expect(
+                try h.call(client, #"{"method":"io.placed.Test.Echo","parameters":{"text":"in"}}"#)["parameters"] != nil
+            )
+        }
+    }
+
+    @Test func releasingTheServerEndsEverything() throws {
+        let loop = try EventLoop()
+        let directory = makeTemporaryDirectory("placed-varlink")
+        defer { rmdir(directory) }
+        var server: VarlinkServer? = try VarlinkServer(
+            loop: loop, path: directory + "/s",
+            configuration: .init(vendor: "v", product: "p", version: "1", url: "u", errorInterface: "io.placed.Test"))
+        var cancelled = false
+        server!.register(testInterface) { call in
+            call.onCancel = { cancelled = true }
+            try call.reply(["n": 0], continues: true)
+        }
+        let client = Client(fd: try UnixSocket.connect(path: directory + "/s"))
+        client.send(#"{"method":"io.placed.Test.Watch","more":true}"#)
+        while client.messages.isEmpty {
+            try loop.runOnce(timeout: 5_000)
+            client.poll()
+        }
+        server = nil
+        #expect(cancelled)
+        #expect(access(directory + "/s", F_OK) == -1)
+        client.poll()
+        #expect(client.isClosed)
+    }
+
     @Test func closingTheServerDisconnectsClientsAndRemovesTheSocket() throws {
         let h = try Harness()
         let client = try h.connect()
@@ -546,13 +599,8 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
 }
 
 @Suite struct UnixSocketTests {
-    private func temporaryDirectory() -> String {
-        var template = Array("/tmp/placed-socket-XXXXXX".utf8CString)
-        return String(cString: mkdtemp(&template)!)
-    }
-
     @Test func socketGetsTheRequestedMode() throws {
-        let directory = temporaryDirectory()
+        let directory = makeTemporaryDirectory("placed-socket")
         defer { rmdir(directory) }
         for mode: mode_t in [0o660, 0o600, 0o666] {
             let path = directory + "/s"
@@ -567,7 +615,7 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
     }
 
     @Test func staleSocketIsReplacedLiveOneAndOtherFilesAreNot() throws {
-        let directory = temporaryDirectory()
+        let directory = makeTemporaryDirectory("placed-socket")
         defer { rmdir(directory) }
         let path = directory + "/s"
         let first = try UnixSocket.listen(path: path)
@@ -639,30 +687,6 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
     }
 }
 
-/// Runs a program while pumping the server's loop (the program talks to the server), returning its
-/// exit status and output.
-private func run(
-    _ arguments: [String], pumping h: Harness, seconds: Double = 30,
-    whileRunning step: () throws -> Void = {}
-) throws -> (status: Int32, output: String, errors: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: arguments[0])
-    process.arguments = Array(arguments.dropFirst())
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let finished = try h.pump(seconds: seconds) {
-        (try? step()) != nil && !process.isRunning
-    }
-    if !finished { process.terminate() }
-    process.waitUntilExit()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    return (process.terminationStatus, text, errorText)
-}
-
 /// A Python with the PyPI `varlink` package: the venv scripts/test builds, else python3 on PATH.
 private let pythonWithVarlink: String? = {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -702,7 +726,7 @@ private let pythonWithVarlink: String? = {
         let python = pythonWithVarlink!
         let command = python.hasPrefix("/") ? [python] : ["/usr/bin/env", python]
         var step = 0
-        let result = try run(command + ["-c", script, h.path], pumping: h) {
+        let result = try run(command + ["-c", script, h.path], pumping: h.loop) {
             // Feed the stream once the client watches: two broadcasts, then the final reply.
             guard step < 3, let stream = h.server.openStreams(of: "io.placed.Test.Watch").first else {
                 return
@@ -747,11 +771,11 @@ private let pythonWithVarlink: String? = {
             """
         let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534"]
         let outsider = try run(
-            nobody + ["--clear-groups", "/usr/bin/python3", "-c", script, h.path], pumping: h)
+            nobody + ["--clear-groups", "/usr/bin/python3", "-c", script, h.path], pumping: h.loop)
         #expect(outsider.status == 3)
         #expect(outsider.output == "denied\n")
         let member = try run(
-            nobody + ["--groups=4242,4343", "/usr/bin/python3", "-c", script, h.path], pumping: h)
+            nobody + ["--groups=4242,4343", "/usr/bin/python3", "-c", script, h.path], pumping: h.loop)
         #expect(member.status == 0, "\(member.errors)")
         let who = try JSON(parsing: member.output)["parameters"]
         #expect(who?["uid"] == 65534)

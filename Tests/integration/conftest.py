@@ -1,12 +1,19 @@
-"""Shared fixtures for the integration tests: paths to the built binaries and the shared data."""
+"""Shared fixtures for the integration tests: paths to the built binaries and the shared data, a places
+database imported once per session, and placed daemons serving varlink on a per-test socket."""
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
 
+from harness import PlacedService
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
+# The repository's copy when it has one, else the shared data beside it.
+HELSINKI = next((p for p in (ROOT / "data" / "helsinki-center.osm.pbf", DATA / "helsinki-center.osm.pbf")
+                 if p.exists()), DATA / "helsinki-center.osm.pbf")
 
 
 def bin_path(config: str, name: str) -> pathlib.Path:
@@ -31,9 +38,32 @@ def placectl_bin() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def places_db(placectl_bin, tmp_path_factory) -> pathlib.Path:
-    """The bundled Helsinki extract imported once per session; copy it before a test writes beside it."""
+def places_db(tmp_path_factory, placectl_bin) -> pathlib.Path:
+    """The Helsinki extract imported once; tests copy it, never change it."""
     path = tmp_path_factory.mktemp("places") / "places.db"
-    subprocess.run([placectl_bin, "import", str(ROOT / "data" / "helsinki-center.osm.pbf"), "--db", str(path)],
-                   check=True, capture_output=True)
+    out = subprocess.run([placectl_bin, "import", HELSINKI, "--db", path], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
     return path
+
+
+@pytest.fixture
+def start_placed(placed_bin, places_db, tmp_path):
+    """Starts placed on a copy of the places database in `directory` (default: the test's tmp_path),
+    serving varlink on DIRECTORY/sock; by default at a static position in central Helsinki, waiting for
+    ranking 1. Every daemon started is stopped at the end of the test."""
+    running = []
+
+    def start(*arguments, directory=None, **options):
+        directory = pathlib.Path(directory or tmp_path)
+        directory.mkdir(parents=True, exist_ok=True)
+        if not (directory / "places.db").exists():
+            shutil.copy(places_db, directory / "places.db")
+        service = PlacedService(placed_bin, directory, *arguments, **options)
+        running.append(service)
+        service.wait_ready()
+        return service
+
+    yield start
+    for service in running:
+        service.stop()

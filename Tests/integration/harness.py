@@ -1,4 +1,5 @@
 """Start and stop the real programs the integration tests talk to: gpsd (through gpsfake) and placed."""
+import json
 import os
 import re
 import signal
@@ -82,7 +83,8 @@ class Placed:
                 if len(found) >= count:
                     return found
                 left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
+                exited = self.proc.poll() is not None and not self._reader.is_alive()
+                if left <= 0 or exited:
                     raise AssertionError("timed out waiting for %r; log:\n%s" % (pattern, "\n".join(self.lines)))
                 self._cond.wait(min(left, 0.1))
 
@@ -101,3 +103,180 @@ class Placed:
                 self.proc.wait()
         self._reader.join(5)
         return self.proc.returncode
+
+
+class VarlinkReplyError(Exception):
+    """A varlink error reply: `name` (e.g. io.placed.Places.UnknownPlace) and its parameters."""
+
+    def __init__(self, name, parameters):
+        super().__init__("%s %s" % (name, parameters))
+        self.name = name
+        self.parameters = parameters
+
+
+class VarlinkSocket:
+    """A raw varlink connection: NUL-framed JSON on the Unix socket with no client library in
+    between, for what a library would refuse to send (bad framing, wrong types) and for many peers."""
+
+    def __init__(self, path, timeout=10.0, connect=True):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.buffer = b""
+        if connect:
+            self.sock.connect(str(path))
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, method, parameters=None, more=False, oneway=False):
+        message = {"method": method}
+        if parameters is not None:
+            message["parameters"] = parameters
+        if more:
+            message["more"] = True
+        if oneway:
+            message["oneway"] = True
+        self.send_raw(json.dumps(message).encode() + b"\0")
+
+    def take(self):
+        """The next complete message already buffered, or None."""
+        end = self.buffer.find(b"\0")
+        if end < 0:
+            return None
+        message, self.buffer = self.buffer[:end], self.buffer[end + 1:]
+        return json.loads(message)
+
+    def feed(self):
+        """Reads what the socket has (blocking up to the timeout); EOFError when the server closed."""
+        data = self.sock.recv(1 << 16)
+        if not data:
+            raise EOFError("server closed the connection")
+        self.buffer += data
+
+    def receive(self):
+        """The next whole message (a dict with parameters, error, continues)."""
+        while (message := self.take()) is None:
+            self.feed()
+        return message
+
+    def call(self, method, more=False, **parameters):
+        """Sends a call and returns the reply's parameters; an error reply raises VarlinkReplyError."""
+        self.send(method, parameters, more=more)
+        return self.reply()
+
+    def reply(self):
+        message = self.receive()
+        if message.get("error"):
+            raise VarlinkReplyError(message["error"], message.get("parameters", {}))
+        return message.get("parameters", {})
+
+    def is_closed_by_server(self, timeout=5.0):
+        """Reads and discards until the server closes the connection (True) or `timeout` passes."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                self.feed()
+        except EOFError:
+            return True
+        except (socket.timeout, BlockingIOError):
+            return False
+        except ConnectionResetError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def conforms(interface, varlink_type, value, where="reply"):
+    """Problems (a list of strings, empty when none) with `value` as `varlink_type` of `interface`
+    (a varlink.Interface): missing or unknown fields, wrong JSON types. Stricter than the PyPI client,
+    which fills in or drops what does not fit."""
+    from varlink import scanner
+    problems = []
+    if isinstance(varlink_type, scanner._CustomType):
+        return conforms(interface, interface.members[varlink_type.name].type, value, where)
+    if isinstance(varlink_type, scanner._Maybe):
+        return [] if value is None else conforms(interface, varlink_type.element_type, value, where)
+    if value is None:
+        return ["%s: null where %s is required" % (where, type(varlink_type).__name__)]
+    if isinstance(varlink_type, scanner._Struct):
+        if not isinstance(value, dict):
+            return ["%s: %r is not an object" % (where, value)]
+        for name, field_type in varlink_type.fields.items():
+            problems += conforms(interface, field_type, value.get(name), "%s.%s" % (where, name))
+        problems += ["%s.%s: not in the interface" % (where, name) for name in value
+                     if name not in varlink_type.fields]
+    elif isinstance(varlink_type, scanner._Array):
+        if not isinstance(value, list):
+            return ["%s: %r is not an array" % (where, value)]
+        for i, element in enumerate(value):
+            problems += conforms(interface, varlink_type.element_type, element, "%s[%d]" % (where, i))
+    elif isinstance(varlink_type, bool):
+        if not isinstance(value, bool):
+            problems.append("%s: %r is not a bool" % (where, value))
+    elif isinstance(varlink_type, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.append("%s: %r is not an int" % (where, value))
+    elif isinstance(varlink_type, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.append("%s: %r is not a float" % (where, value))
+    elif isinstance(varlink_type, str):
+        if not isinstance(value, str):
+            problems.append("%s: %r is not a string" % (where, value))
+    return problems
+
+
+HELSINKI_CENTER = "60.1699,24.9384,10"  # beside Forum and Sokos, Mannerheimintie
+PLACES = "io.placed.Places"
+
+
+class PlacedService(Placed):
+    """placed serving varlink on DIRECTORY/sock from DIRECTORY/places.db, without D-Bus; at a static
+    position unless `static=None` (then pass --gpsd). The selection log is DIRECTORY/selections.db
+    unless `selections` names another file."""
+
+    def __init__(self, binary, directory, *arguments, static=HELSINKI_CENTER, selections=None):
+        self.directory = directory
+        self.socket = directory / "sock"
+        self.static = static
+        options = ["--bus", "none", "--db", directory / "places.db", "--socket", self.socket]
+        if static:
+            options += ["--static", static]
+        if selections:
+            options += ["--selections", selections]
+        super().__init__(binary, *options, *arguments)
+
+    def wait_ready(self, timeout=10):
+        """Waits until the socket serves: with a static position, until ranking 1 is out."""
+        self.wait_for(r"ranking 1:" if self.static else r"started:", timeout=timeout)
+        assert self.socket.exists()
+
+    def raw(self, timeout=10.0):
+        return VarlinkSocket(self.socket, timeout)
+
+    def open(self, interface=PLACES, timeout=10.0):
+        """A PyPI varlink client for `interface` on its own connection; calls time out after `timeout`."""
+        return open_varlink(self.socket, interface, timeout)
+
+    def kill(self):
+        """SIGKILL: no chance to flush or clean up."""
+        self.proc.kill()
+        self.proc.wait()
+        self._reader.join(5)
+
+
+def open_varlink(path, interface=PLACES, timeout=10.0):
+    import varlink
+    client = varlink.Client(address="unix:%s" % path)
+    handler = client.open(interface)
+    handler._connection.settimeout(timeout)
+    return handler

@@ -8,11 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import DATA, ROOT
-
-# The repository's copy when it has one, else the shared data beside it.
-HELSINKI = next((p for p in (ROOT / "data" / "helsinki-center.osm.pbf", DATA / "helsinki-center.osm.pbf")
-                 if p.exists()), DATA / "helsinki-center.osm.pbf")
+from conftest import HELSINKI
 
 
 def run(placectl_bin, *arguments, **options):

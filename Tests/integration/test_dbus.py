@@ -1,0 +1,197 @@
+"""The io.placed.Placed1 D-Bus object on a private dbus-daemon whose configuration includes the
+project's policy file; driven with busctl and gdbus, the tools an operator would use."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import ROOT
+from harness import Placed
+
+NAME, PATH, IFACE = "io.placed.Placed1", "/io/placed/Placed1", "io.placed.Placed1"
+POLICY = ROOT / "etc" / "dbus-1" / "system.d" / "io.placed.Placed1.conf"
+XML = ROOT / "etc" / "dbus-1" / "interfaces" / "io.placed.Placed1.xml"
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture
+def bus(tmp_path):
+    """A private dbus-daemon: everyone may connect and call, then the project's policy applies. Its
+    socket lives outside pytest's root-only tmp tree so that `nobody` can reach it."""
+    public = tempfile.mkdtemp(prefix="placed-bus-")
+    os.chmod(public, 0o755)
+    conf = tmp_path / "bus.conf"
+    conf.write_text("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>placed-test</type>
+  <listen>unix:path=%s</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+  <include>%s</include>
+</busconfig>
+""" % (os.path.join(public, "bus"), POLICY))
+    proc = subprocess.Popen(["dbus-daemon", "--nofork", "--print-address", "--config-file", str(conf)],
+                            stdout=subprocess.PIPE, text=True)
+    address = proc.stdout.readline().strip()
+    yield address
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(public, ignore_errors=True)
+
+
+@pytest.fixture
+def placed(bus, placed_bin, places_db, tmp_path):
+    shutil.copy(places_db, tmp_path / "places.db")
+    daemon = Placed(placed_bin, "--bus", "session", "--static", "60.1699,24.9384,10", "--db", tmp_path / "places.db",
+                    "--socket", tmp_path / "sock", env={"DBUS_SESSION_BUS_ADDRESS": bus})
+    daemon.wait_for(r"ranking 1:")
+    yield daemon
+    assert daemon.stop() == 0
+
+
+def busctl(bus, *args, user=None, check=True):
+    cmd = (user or []) + ["busctl", "--address=" + bus, "--json=short", *map(str, args)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    if check:
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout) if out.stdout.strip() else None
+    return out
+
+
+def call(bus, method, signature="", *args, **kw):
+    return busctl(bus, "call", NAME, PATH, IFACE, method, signature, *args, **kw)
+
+
+def unwrap(value):
+    """busctl's JSON of a{sv}: {"key": {"type": "s", "data": ...}} → {"key": ...}."""
+    if isinstance(value, dict) and set(value) == {"type", "data"}:
+        return unwrap(value["data"])
+    if isinstance(value, dict):
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def test_get_places_and_properties(bus, placed):
+    reply = call(bus, "GetPlaces", "u", 3)
+    assert reply["type"] == "taa{sv}"
+    generation, places = reply["data"][0], unwrap(reply["data"][1])
+    assert generation == 1 and len(places) == 3
+    for place in places:
+        assert {"id", "name", "kind", "latitude", "longitude", "distance", "likelihood", "attribution"} <= set(place)
+    assert [p["likelihood"] for p in places] == sorted((p["likelihood"] for p in places), reverse=True)
+    assert busctl(bus, "get-property", NAME, PATH, IFACE, "SourceState")["data"] == "static"
+    assert busctl(bus, "get-property", NAME, PATH, IFACE, "Generation")["data"] == 1
+    assert busctl(bus, "get-property", NAME, PATH, IFACE, "DistanceFilter")["data"] == 50.0
+    location = unwrap(busctl(bus, "get-property", NAME, PATH, IFACE, "Location")["data"])
+    assert location["latitude"] == 60.1699 and location["accuracy"] == 10.0
+
+
+def test_rank_is_a_what_if(bus, placed):
+    places = unwrap(call(bus, "Rank", "dddu", 60.1686, 24.9505, 8, 5)["data"][0])
+    assert places and places != unwrap(call(bus, "GetPlaces", "u", 5)["data"][1])
+    assert busctl(bus, "get-property", NAME, PATH, IFACE, "Generation")["data"] == 1
+
+
+def test_select_emits_marker_and_properties_changed(bus, placed, tmp_path):
+    monitor = subprocess.Popen(["gdbus", "monitor", "--address", bus, "--dest", NAME, "--object-path", PATH],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # the monitor has subscribed
+        first = unwrap(call(bus, "GetPlaces", "u", 1)["data"][1])[0]
+        marker = unwrap(call(bus, "Select", "s", first["id"])["data"][0])
+        assert marker["place"]["id"] == first["id"] and marker["selection"] == 1 and marker["generation"] == 1
+        call(bus, "Refresh")
+        seen = ""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not ("PlacesChanged" in seen and "'Generation'" in seen):
+            seen += monitor.stdout.readline()
+    finally:
+        monitor.kill()
+        monitor.wait()
+    assert "io.placed.Placed1.MarkerPlaced" in seen and first["id"] in seen
+    assert "org.freedesktop.DBus.Properties.PropertiesChanged" in seen and "'Marker'" in seen
+    assert "io.placed.Placed1.PlacesChanged (uint64 2," in seen
+    history = unwrap(call(bus, "GetHistory", "u", 10)["data"][0])
+    assert [m["place"]["id"] for m in history] == [first["id"]]
+    assert unwrap(busctl(bus, "get-property", NAME, PATH, IFACE, "Marker")["data"])["selection"] == 1
+
+
+def gdbus_error(bus, method, *args, user=None):
+    """The D-Bus error name of a failing call, as gdbus reports it."""
+    out = subprocess.run((user or []) + ["gdbus", "call", "--address", bus, "--dest", NAME, "--object-path", PATH,
+                                         "--method", IFACE + "." + method, *map(str, args)],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode != 0, out.stdout
+    return re.search(r"GDBus\.Error:([\w.]+)", out.stderr).group(1)
+
+
+def test_named_errors(bus, placed):
+    assert gdbus_error(bus, "Select", "osm:node/1") == "io.placed.Placed1.Error.UnknownPlace"
+    assert gdbus_error(bus, "GetPlaces", "uint32 21") == "io.placed.Placed1.Error.InvalidLimit"
+    assert gdbus_error(bus, "Rank", "91.0", "0.0", "5.0", "uint32 5") == "io.placed.Placed1.Error.InvalidPosition"
+    # gdbus checks argument types itself; busctl sends them, and placed answers InvalidArgs.
+    out = busctl(bus, "call", NAME, PATH, IFACE, "GetPlaces", "s", "five", check=False)
+    assert out.returncode != 0 and "Expected arguments of type (u), got (s)" in out.stderr
+    assert gdbus_error(bus, "Bogus") == "org.freedesktop.DBus.Error.UnknownMethod"
+    out = busctl(bus, "set-property", NAME, PATH, IFACE, "DistanceFilter", "d", 10, check=False)
+    assert out.returncode != 0
+    assert busctl(bus, "get-property", NAME, PATH, IFACE, "DistanceFilter")["data"] == 50.0
+
+
+def test_user_outside_group_placed_is_refused_select(bus, placed):
+    places = unwrap(call(bus, "GetPlaces", "u", 1, user=NOBODY)["data"][1])  # reading is open
+    # The bus policy refuses first; placed would refuse too (PermissionDenied) from the sender's credentials.
+    assert gdbus_error(bus, "Select", places[0]["id"], user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
+    assert gdbus_error(bus, "Refresh", user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
+    assert unwrap(call(bus, "GetHistory", "u", 10)["data"][0]) == []
+
+
+def test_introspection_is_the_shipped_xml_and_matches_the_live_object(bus, placed):
+    out = subprocess.run(["gdbus", "introspect", "--address", bus, "--dest", NAME, "--object-path", PATH, "--xml"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    live = ET.fromstring(out.stdout)
+    shipped = ET.parse(XML).getroot()
+    iface = lambda root: next(i for i in root.iter("interface") if i.get("name") == IFACE)
+    members = lambda i: sorted((m.tag, m.get("name"), tuple(a.get("type") for a in m.iter("arg")) or m.get("type"))
+                               for m in i if m.tag in ("method", "signal", "property"))
+    assert members(iface(live)) == members(iface(shipped))
+    # Every declared property answers with its declared type; every method exists with its signature.
+    for prop in iface(shipped).iter("property"):
+        assert busctl(bus, "get-property", NAME, PATH, IFACE, prop.get("name"))["type"] == prop.get("type")
+    dummy = {"u": 1, "d": 60.17, "s": "osm:node/1"}
+    for method in iface(shipped).iter("method"):
+        types = [a.get("type") for a in method.iter("arg") if a.get("direction") == "in"]
+        out = call(bus, method.get("name"), "".join(types), *[dummy[t] for t in types], check=False)
+        assert "Unknown method" not in out.stderr and "InvalidArgs" not in out.stderr, (method.get("name"), out.stderr)
+
+
+def test_only_root_or_placed_may_own_the_name(bus, placed_bin, places_db):
+    work = tempfile.mkdtemp(prefix="placed-nobody-")
+    try:
+        os.chmod(work, 0o777)
+        shutil.copy(places_db, os.path.join(work, "places.db"))
+        os.chmod(os.path.join(work, "places.db"), 0o644)
+        out = subprocess.run(NOBODY + [str(placed_bin), "--bus", "session", "--static", "60.17,24.94",
+                                       "--db", os.path.join(work, "places.db"), "--socket", os.path.join(work, "sock")],
+                             capture_output=True, text=True, timeout=20,
+                             env={**os.environ, "DBUS_SESSION_BUS_ADDRESS": bus})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert out.returncode == 1
+    assert "cannot serve io.placed.Placed1 on the session bus" in out.stderr, out.stderr

@@ -1,0 +1,293 @@
+"""Misbehaving varlink peers on raw sockets — oversized messages, malformed JSON, a client that stops
+reading, a thousand clients at once — each get a named error or are dropped, while other clients and
+fix handling carry on as if nothing happened."""
+import json
+import os
+import resource
+import select
+import threading
+import time
+
+import pytest
+
+import nmea
+from harness import PLACES, GpsFake, VarlinkSocket, free_port
+from conftest import ROOT
+from test_gpsd import assert_same_moves
+
+LIMIT = 64 * 1024
+DRIVE = ROOT / "data" / "helsinki-drive.nmea"
+
+
+def watcher(placed):
+    """A well-behaved raw Watch client, with its first reply (the current state) already read."""
+    watch = placed.raw()
+    watch.send(PLACES + ".Watch", more=True)
+    first = watch.reply()
+    return watch, first
+
+
+def assert_unharmed(placed, watch, generation):
+    """A bystander watcher gets the next ranking and a fresh client is served."""
+    with placed.raw() as other:
+        other.call(PLACES + ".Refresh")
+        assert other.call(PLACES + ".Current")["generation"] == generation + 1
+    message = watch.receive()
+    assert message["continues"] is True and message["parameters"]["generation"] == generation + 1
+
+
+def padded_call(size):
+    """A Select call of exactly `size` bytes (before the NUL): the id pads it."""
+    empty = json.dumps({"method": PLACES + ".Select", "parameters": {"id": ""}}).encode()
+    return empty.replace(b'"id": ""', b'"id": "' + b"x" * (size - len(empty)) + b'"')
+
+
+def test_a_message_of_64_kib_is_served(start_placed):
+    placed = start_placed()
+    with placed.raw() as raw:
+        raw.send_raw(padded_call(LIMIT) + b"\0")
+        reply = raw.receive()
+        assert reply["error"] == PLACES + ".UnknownPlace", "parsed and answered"
+        assert len(reply["parameters"]["id"]) > LIMIT - 100
+        assert raw.call(PLACES + ".Current")["generation"] == 1
+
+
+@pytest.mark.parametrize("terminated", [True, False], ids=["with-nul", "without-nul"])
+def test_a_larger_message_gets_message_too_large_then_disconnect(start_placed, terminated):
+    placed = start_placed()
+    watch, first = watcher(placed)
+    with placed.raw() as raw:
+        try:
+            raw.send_raw(padded_call(LIMIT + 1) + (b"\0" if terminated else b"x" * 10000))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may close before it read everything we sent
+        reply = raw.receive()
+        assert reply == {"error": PLACES + ".MessageTooLarge", "parameters": {"limit": LIMIT}}
+        assert raw.is_closed_by_server()
+    assert_unharmed(placed, watch, first["generation"])
+    watch.close()
+
+
+@pytest.mark.parametrize("message", [
+    b'{"method":',
+    b'{"method": "io.placed.Places.Current"',
+    b"[1, 2]",
+    b'"io.placed.Places.Current"',
+    b"",
+    b'{"parameters": {}}',
+    b'{"method": 17}',
+    b'{"method": "io.placed.Places.Current", "parameters": [5]}',
+    b'{"method": "io.placed.Places.Current", "more": "yes"}',
+    b'{"method": "io.placed.\xff\xfe"}',
+    b'{"method": "io.placed.Places.Current"} trailing',
+], ids=lambda m: m.decode(errors="replace")[:40] or "empty")
+def test_malformed_messages_get_invalid_message_then_disconnect(start_placed, message):
+    placed = start_placed()
+    watch, first = watcher(placed)
+    with placed.raw() as raw:
+        raw.send_raw(message + b"\0" + b'{"method": "io.placed.Places.Current"}\0')
+        reply = raw.receive()
+        assert reply["error"] == PLACES + ".InvalidMessage", reply
+        assert isinstance(reply["parameters"]["reason"], str) and reply["parameters"]["reason"]
+        assert raw.is_closed_by_server(), "the call after the bad message is not served"
+    assert_unharmed(placed, watch, first["generation"])
+    watch.close()
+
+
+def peer_closed(sock):
+    """Whether the server closed its end (unread data may still wait on ours)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP)
+    return any(event & (select.POLLRDHUP | select.POLLHUP) for _, event in poller.poll(0))
+
+
+def peer_closed_within(sock, timeout):
+    deadline = time.monotonic() + timeout
+    while not peer_closed(sock):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_watcher_that_stops_reading_is_dropped_when_its_queue_fills(start_placed):
+    placed = start_placed()
+    good, first = watcher(placed)
+    stalled = placed.raw()
+    stalled.send(PLACES + ".Watch", more=True)
+    refreshes = 0
+    with placed.raw() as control:
+        # Each Refresh broadcasts ~1.6 kB to both watchers; the stalled one reads nothing.
+        while not peer_closed(stalled.sock) and refreshes < 3000:
+            control.call(PLACES + ".Refresh")
+            refreshes += 1
+            message = good.receive()
+            assert message["parameters"]["generation"] == first["generation"] + refreshes
+        assert peer_closed(stalled.sock), "dropped after %d rankings" % refreshes
+        size = len(json.dumps(message, separators=(",", ":")))
+        # Dropped once its 256 KiB queue (plus the kernel's socket buffer) was full, not before.
+        assert 256 * 1024 < refreshes * size < 4 * 1024 * 1024, (refreshes, size)
+
+        # What the stalled client did get is an unbroken prefix of the stream, then the end.
+        generations = []
+        stalled.sock.settimeout(5)
+        try:
+            while True:
+                generations.append(stalled.receive()["parameters"]["generation"])
+        except EOFError:
+            pass
+        assert generations == list(range(1, len(generations) + 1)) and len(generations) < refreshes
+
+        assert control.call(PLACES + ".Current")["generation"] == first["generation"] + refreshes
+    assert_unharmed(placed, good, first["generation"] + refreshes)
+    good.close()
+
+
+def open_descriptors(pid, settle=None, timeout=5.0):
+    """How many descriptors `pid` holds; with `settle`, waits (up to `timeout`) until it is back to that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        count = len(os.listdir("/proc/%d/fd" % pid))
+        if settle is None or count <= settle or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+
+
+def raise_open_file_limit(needed):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= needed, "cannot open enough descriptors"
+
+
+def test_a_thousand_concurrent_clients(start_placed):
+    raise_open_file_limit(1200)
+    placed = start_placed()
+    baseline = open_descriptors(placed.proc.pid)
+    clients = [placed.raw() for _ in range(1000)]
+    try:
+        for client in clients:  # all requests out before any reply is read
+            client.send(PLACES + ".Current", {"limit": 1})
+        assert {client.reply()["generation"] for client in clients} == {1}
+        for client in clients:
+            client.send(PLACES + ".Watch", more=True)
+        assert all(client.reply()["generation"] == 1 for client in clients)
+        with placed.open() as places:
+            places.Refresh()
+            assert places.Current()["generation"] == 2
+        assert [client.reply()["generation"] for client in clients] == [2] * 1000
+        assert open_descriptors(placed.proc.pid) >= baseline + 1000
+    finally:
+        for client in clients:
+            client.close()
+    assert open_descriptors(placed.proc.pid, settle=baseline) == baseline, "every connection closed"
+
+
+def test_connecting_and_leaving_leaks_nothing(start_placed):
+    placed = start_placed()
+    baseline = open_descriptors(placed.proc.pid)
+    for n in range(2000):
+        with placed.raw() as client:
+            if n % 2:  # half of them leave in the middle of a call
+                client.send(PLACES + ".Watch", more=True)
+    assert open_descriptors(placed.proc.pid, settle=baseline) == baseline
+    with placed.raw() as client:
+        assert client.call(PLACES + ".Current")["generation"] == 1
+
+
+def test_a_message_in_pieces_is_served(start_placed):
+    placed = start_placed()
+    with placed.raw() as raw:
+        message = json.dumps({"method": PLACES + ".Current", "parameters": {"limit": 2}}).encode() + b"\0"
+        for piece in (message[:1], message[1:20], message[20:-1], message[-1:]):
+            raw.send_raw(piece)
+            time.sleep(0.05)
+        assert len(raw.reply()["places"]) == 2
+
+
+def test_a_client_that_pipelines_without_reading_is_dropped(start_placed):
+    placed = start_placed()
+    good, first = watcher(placed)
+    with placed.raw() as flood:
+        calls = (json.dumps({"method": PLACES + ".Current", "parameters": {"limit": 20}}).encode() + b"\0") * 5000
+        flood.sock.settimeout(10)
+        try:
+            flood.send_raw(calls)  # ~5 kB replies each: far more than its queue holds
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert peer_closed_within(flood.sock, 5)
+    assert_unharmed(placed, good, first["generation"])
+    good.close()
+
+
+def short_drive(path, fix_epochs):
+    """The Helsinki drive cut after `fix_epochs` epochs with a fix (the no-fix preamble kept)."""
+    lines, fixes = [], 0
+    for line in DRIVE.read_text().splitlines():
+        if line.startswith("$GPRMC"):
+            if ",A," in line:
+                fixes += 1
+            if fixes > fix_epochs:
+                break
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_abuse_during_a_drive_disturbs_neither_fixes_nor_watchers(start_placed, tmp_path):
+    raise_open_file_limit(1200)
+    log = short_drive(tmp_path / "drive.nmea", 80)
+    port = free_port()
+    gps = GpsFake(log, port)
+    placed = start_placed("--gpsd", "localhost:%d" % port, "--gpsd-timeout", 2, static=None)
+    try:
+        good = placed.raw(timeout=30)
+        good.send(PLACES + ".Watch", more=True)
+        seen = [good.reply()]
+        placed.wait_for(r"ranking 1:", timeout=30)
+        baseline = open_descriptors(placed.proc.pid)  # the watcher and gpsd connected
+        done = threading.Event()
+
+        def abuse():
+            stalled, idle = [], []
+            while not done.is_set():
+                for message in (padded_call(LIMIT + 1) + b"\0", b"{nonsense\0"):
+                    with placed.raw() as bad:
+                        try:
+                            bad.send_raw(message)
+                            bad.is_closed_by_server(2)
+                        except OSError:
+                            pass
+                if len(stalled) < 20:  # watchers that never read
+                    stalled.append(placed.raw())
+                    stalled[-1].send(PLACES + ".Watch", more=True)
+                if len(idle) < 1000:  # clients that connect and say nothing
+                    idle += [placed.raw() for _ in range(100)]
+                done.wait(0.02)
+            for sock in stalled + idle:
+                sock.close()
+
+        abuser = threading.Thread(target=abuse)
+        abuser.start()
+        try:
+            placed.wait_for(r"no data from gpsd", timeout=60)
+        finally:
+            done.set()
+            abuser.join()
+        while good.buffer or select.select([good.sock], [], [], 0.2)[0]:
+            seen.append(good.reply())
+    finally:
+        gps.stop()
+    expected = nmea.moves(nmea.fixes(log), 50)
+    assert len(expected) >= 8
+    assert_same_moves(placed.moves(), expected)
+    # The watcher saw every move's ranking, in order, each with the location it was made at.
+    rankings = [m for m in seen if m.get("places")]  # generation 0 has none
+    assert [m["generation"] for m in rankings] == list(range(1, len(expected) + 1))
+    for ranking, (_, lat, lon) in zip(rankings, expected):
+        assert ranking["places"], "places near every point of the drive"
+        assert abs(ranking["location"]["latitude"] - lat) < 2e-7
+        assert abs(ranking["location"]["longitude"] - lon) < 2e-7
+    assert seen[-1]["stale"] is True, "the end of the drive reached the watcher"
+    # Give or take the gpsd connection, which placed drops and reopens after the silence.
+    assert open_descriptors(placed.proc.pid, settle=baseline + 1) <= baseline + 1, "no client connection leaked"
