@@ -195,10 +195,11 @@ final class WatchLoop {
         pthread_sigmask(SIG_SETMASK, &savedMask, nil)
     }
 
-    /// Runs until a signal or `exit(_:)`.
-    func run() throws(ClientError) {
+    /// Runs until a signal (0) or `exit(_:)`; returns the exit code.
+    @discardableResult
+    func run() throws(ClientError) -> Int32 {
         do {
-            try loop.run()
+            return try loop.run()
         } catch {
             throw .system(error)
         }

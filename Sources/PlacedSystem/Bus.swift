@@ -35,6 +35,17 @@ public struct BusError: Error, Equatable, CustomStringConvertible {
     public static func accessDenied(_ message: String) -> BusError {
         BusError("org.freedesktop.DBus.Error.AccessDenied", message)
     }
+    /// A local failure, named as sd-bus names an errno (`System.Error.ECONNRESET`,
+    /// `org.freedesktop.DBus.Error.Timeout`).
+    init(errno code: Int32, _ call: String) {
+        var error = sd_bus_error()
+        sd_bus_error_set_errno(&error, code)
+        defer { sd_bus_error_free(&error) }
+        self.init(
+            error.name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed",
+            SystemError(call, errno: code).description)
+    }
+
     public static func failed(_ message: String) -> BusError { BusError("org.freedesktop.DBus.Error.Failed", message) }
 }
 
@@ -119,6 +130,38 @@ public final class Bus {
     /// Sends everything queued now (blocking): before exit, or in tests.
     public func flush() throws(SystemError) {
         try checkSD(sd_bus_flush(handle), "sd_bus_flush")
+    }
+
+    /// Calls a method and waits for the reply, at most `timeout` microseconds (0: sd-bus's default
+    /// of 25 s). A client's side: it blocks, so never on the daemon's loop. A D-Bus error reply, and
+    /// a local failure (no owner of `destination`, timeout, lost connection), throw its `BusError`.
+    public func call(
+        destination: String, path: String, interface: String, member: String, _ arguments: [BusValue] = [],
+        timeout: UInt64 = 0
+    ) throws(BusError) -> [BusValue] {
+        var message: OpaquePointer?
+        let created = sd_bus_message_new_method_call(handle, &message, destination, path, interface, member)
+        guard created >= 0, let message else { throw BusError(errno: -created, "sd_bus_message_new_method_call") }
+        defer { sd_bus_message_unref(message) }
+        do {
+            try BusMessageBody(message: message).append(arguments)
+        } catch {
+            throw BusError(errno: error.errno, error.call)
+        }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var reply: OpaquePointer?
+        let result = sd_bus_call(handle, message, timeout, &error, &reply)
+        guard result >= 0, let reply else {
+            guard let name = error.name else { throw BusError(errno: -result, "sd_bus_call(\(member))") }
+            throw BusError(String(cString: name), error.message.map { String(cString: $0) } ?? "")
+        }
+        defer { sd_bus_message_unref(reply) }
+        do {
+            return try BusMessageBody(message: reply).readAll()
+        } catch {
+            throw BusError(errno: error.errno, "reply to \(member): \(error.call)")
+        }
     }
 
     /// Calls `handler` for every matching signal while the returned subscription lives (a client's

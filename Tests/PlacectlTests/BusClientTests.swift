@@ -2,70 +2,30 @@ import CSystemd
 import Foundation
 import PlacectlKit
 import PlacedCore
+import PlacedSystem
 import Testing
 
-/// A D-Bus value for the stand-in service to send: just the types placed's interface uses.
-private indirect enum Value {
-    case s(String)
-    case d(Double)
-    case t(UInt64)
-    case dict([(String, Value)])
-    case dicts([[(String, Value)]])
-
-    var signature: String {
-        switch self {
-        case .s: "s"
-        case .d: "d"
-        case .t: "t"
-        case .dict: "a{sv}"
-        case .dicts: "aa{sv}"
-        }
-    }
-
-    func append(to m: OpaquePointer) {
-        switch self {
-        case .s(let text): _ = text.withCString { sd_bus_message_append_basic(m, code("s"), $0) }
-        case .d(var number): _ = sd_bus_message_append_basic(m, code("d"), &number)
-        case .t(var number): _ = sd_bus_message_append_basic(m, code("t"), &number)
-        case .dict(let entries):
-            sd_bus_message_open_container(m, code("a"), "{sv}")
-            for (key, value) in entries {
-                sd_bus_message_open_container(m, code("e"), "sv")
-                Value.s(key).append(to: m)
-                sd_bus_message_open_container(m, code("v"), value.signature)
-                value.append(to: m)
-                sd_bus_message_close_container(m)
-                sd_bus_message_close_container(m)
-            }
-            sd_bus_message_close_container(m)
-        case .dicts(let list):
-            sd_bus_message_open_container(m, code("a"), "a{sv}")
-            for entries in list { Value.dict(entries).append(to: m) }
-            sd_bus_message_close_container(m)
-        }
-    }
+private func place(_ id: String, _ name: String, likelihood: Double) -> BusValue {
+    .dictionary([
+        "id": .string(id), "name": .string(name), "kind": .string("amenity=cafe"), "latitude": .double(60.17),
+        "longitude": .double(24.94), "distance": .double(12.5), "likelihood": .double(likelihood),
+        "attribution": .string("© OpenStreetMap contributors"),
+    ])
 }
 
-private func code(_ letter: Unicode.Scalar) -> CChar { CChar(bitPattern: UInt8(letter.value)) }
+private let location: BusValue = .dictionary([
+    "latitude": .double(60.1699), "longitude": .double(24.9384), "accuracy": .double(8), "mode": .string("3d"),
+    "age": .double(1.5),
+])
 
-private func place(_ id: String, _ name: String, likelihood: Double) -> [(String, Value)] {
-    [
-        ("id", .s(id)), ("name", .s(name)), ("kind", .s("amenity=cafe")), ("latitude", .d(60.17)),
-        ("longitude", .d(24.94)), ("distance", .d(12.5)), ("likelihood", .d(likelihood)),
-        ("attribution", .s("© OpenStreetMap contributors")),
-    ]
+private func marker(selection: Int64) -> BusValue {
+    .dictionary([
+        "place": place("osm:node/1", "Ekberg", likelihood: 0.6), "location": location,
+        "time": .string("2026-11-29T12:00:00.000Z"), "generation": .uint64(7), "selection": .int64(selection),
+    ])
 }
 
-private let location: [(String, Value)] = [
-    ("latitude", .d(60.1699)), ("longitude", .d(24.9384)), ("accuracy", .d(8)), ("mode", .s("3d")), ("age", .d(1.5)),
-]
-
-private func marker(selection: UInt64) -> [(String, Value)] {
-    [
-        ("place", .dict(place("osm:node/1", "Ekberg", likelihood: 0.6))), ("location", .dict(location)),
-        ("time", .s("2026-11-29T12:00:00.000Z")), ("generation", .t(7)), ("selection", .t(selection)),
-    ]
-}
+private func dictionaries(_ values: [BusValue]) -> BusValue { .dictionaries(values.map { $0.dictionary! }) }
 
 /// A private dbus-daemon with a stand-in for placed's object (`io.placed.Placed1`), served on its
 /// own thread: fixed answers, an UnknownPlace error, and signals on request.
@@ -85,19 +45,11 @@ private final class FakePlacedBus {
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
         // Ready once the socket accepts a client.
-        var probe: OpaquePointer?
         for _ in 0..<200 {
-            if sd_bus_new(&probe) >= 0, sd_bus_set_address(probe, address) >= 0, sd_bus_set_bus_client(probe, 1) >= 0,
-                sd_bus_start(probe) >= 0
-            {
-                break
-            }
-            sd_bus_flush_close_unref(probe)
-            probe = nil
+            if (try? Bus(.custom(address))) != nil { break }
             usleep(20_000)
         }
-        sd_bus_flush_close_unref(probe)
-        service = serve ? FakeService(address: address) : nil
+        service = serve ? try FakeService(address: address) : nil
     }
 
     deinit {
@@ -108,132 +60,109 @@ private final class FakePlacedBus {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    var rankArguments: [Double] { service?.rankArguments ?? [] }
-    func emitSignals() { service?.emitSignals() }
-    func leave() { service?.leave() }
+    var rankArguments: [BusValue] { service?.rankArguments ?? [] }
+    /// Emits PlacesChanged, then MarkerPlaced.
+    func emitSignals() { service?.request(.emitSignals) }
+    /// Leaves the bus, as placed does when it stops.
+    func leave() { service?.request(.leave) }
 }
 
-/// The object itself, on a thread of its own until `stop()`.
+/// The object itself, served with PlacedSystem's `Bus` and `BusObject` on an event loop of its own
+/// thread, which looks for requests from the test every 10 ms.
 private final class FakeService: @unchecked Sendable {
-    let address: String
-    private let lock = NSLock()
-    private var pendingSignals = false
-    private var leaving = false
-    private var stopped = false
-    private let finished = DispatchSemaphore(value: 0)
-    private var arguments: [Double] = []
+    enum Request { case emitSignals, leave, stop }
 
-    init(address: String) {
-        self.address = address
+    private let lock = NSLock()
+    private var requests: [Request] = []
+    private var arguments: [BusValue] = []
+    private var startFailure: Error?
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(address: String) throws {
         let ready = DispatchSemaphore(value: 0)
         Thread { [self] in
-            run(ready)
+            do {
+                try serve(address, ready)
+            } catch {
+                lock.withLock { startFailure = error }
+                ready.signal()
+            }
             finished.signal()
         }.start()
         ready.wait()
+        if let failure = lock.withLock({ startFailure }) { throw failure }
     }
 
+    func request(_ request: Request) { lock.withLock { requests.append(request) } }
+
     func stop() {
-        lock.withLock { stopped = true }
+        request(.stop)
         finished.wait()
     }
 
-    var rankArguments: [Double] { lock.withLock { arguments } }
+    var rankArguments: [BusValue] { lock.withLock { arguments } }
 
-    /// Emits PlacesChanged, then MarkerPlaced.
-    func emitSignals() { lock.withLock { pendingSignals = true } }
+    private func serve(_ address: String, _ ready: DispatchSemaphore) throws {
+        let loop = try EventLoop()
+        var bus: Bus? = try Bus(.custom(address))
+        let object = BusObject(path: "/io/placed/Placed1", interface: "io.placed.Placed1", introspectionXML: "<node/>")
+        object.addMethod("GetPlaces", arguments: "u", returns: "taa{sv}") { call in
+            let limit = Int(try call.arguments()[0].uint32!)
+            let count = limit == 0 ? 5 : limit
+            return [
+                .uint64(7), dictionaries((1...count).map { place("osm:node/\($0)", "Place \($0)", likelihood: 0.5) }),
+            ]
+        }
+        object.addMethod("Rank", arguments: "dddu", returns: "aa{sv}") { [self] call in
+            let received = try call.arguments()
+            lock.withLock { arguments = received }
+            return [dictionaries([place("osm:node/9", "What If", likelihood: 1)])]
+        }
+        object.addMethod("Select", arguments: "s", returns: "a{sv}") { call in
+            let id = try call.arguments()[0].string!
+            guard id == "osm:node/1" else {
+                throw BusError("io.placed.Placed1.Error.UnknownPlace", "no place has the id '\(id)'")
+            }
+            return [marker(selection: 3)]
+        }
+        object.addMethod("GetHistory", arguments: "u", returns: "aa{sv}") { _ in
+            [dictionaries([marker(selection: 3), marker(selection: 2)])]
+        }
+        object.addProperty("Location", signature: "a{sv}") { location }
+        object.addProperty("Generation", signature: "t") { .uint64(7) }
+        object.addProperty("Marker", signature: "a{sv}") { .dictionary([:]) }
+        object.addProperty("DistanceFilter", signature: "d") { .double(50) }
+        object.addProperty("SourceState", signature: "s") { .string("fix") }
+        object.addSignal("PlacesChanged", signature: "taa{sv}")
+        object.addSignal("MarkerPlaced", signature: "a{sv}")
+        try bus!.register(object)
+        try bus!.attach(to: loop)
+        try bus!.requestName("io.placed.Placed1")
 
-    /// Releases the name, as placed does when it stops.
-    func leave() { lock.withLock { leaving = true } }
-
-    private func run(_ ready: DispatchSemaphore) {
-        var bus: OpaquePointer?
-        sd_bus_new(&bus)
-        sd_bus_set_address(bus, address)
-        sd_bus_set_bus_client(bus, 1)
-        sd_bus_start(bus)
-        sd_bus_request_name(bus, "io.placed.Placed1", 0)
-        var slot: OpaquePointer?
-        sd_bus_add_object(
-            bus, &slot, "/io/placed/Placed1",
-            { call, userdata, _ in
-                Unmanaged<FakeService>.fromOpaque(userdata!).takeUnretainedValue().answer(call!)
-            }, Unmanaged.passUnretained(self).toOpaque())
+        var poll: EventSource?
+        poll = try loop.after(10_000) { [self] in
+            for request in lock.withLock({ () -> [Request] in
+                defer { requests.removeAll() }
+                return requests
+            }) {
+                switch request {
+                case .emitSignals:
+                    try? object.emitSignal(
+                        "PlacesChanged", [.uint64(8), dictionaries([place("osm:node/2", "Fazer", likelihood: 0.9)])])
+                    try? object.emitSignal("MarkerPlaced", [marker(selection: 12)])
+                case .leave:
+                    bus = nil
+                case .stop:
+                    loop.exit(0)
+                    return
+                }
+            }
+            try? poll?.schedule(after: 10_000)
+        }
         ready.signal()
-        while !lock.withLock({ stopped }) {
-            while sd_bus_process(bus, nil) > 0 {}
-            if lock.withLock({ () -> Bool in
-                defer { pendingSignals = false }
-                return pendingSignals
-            }) {
-                signal(bus!, "PlacesChanged", [.t(8), .dicts([place("osm:node/2", "Fazer", likelihood: 0.9)])])
-                signal(bus!, "MarkerPlaced", [.dict(marker(selection: 12))])
-            }
-            if lock.withLock({ () -> Bool in
-                defer { leaving = false }
-                return leaving
-            }) {
-                sd_bus_release_name(bus, "io.placed.Placed1")
-            }
-            sd_bus_wait(bus, 20_000)
-        }
-        sd_bus_slot_unref(slot)
-        sd_bus_flush_close_unref(bus)
-    }
-
-    private func signal(_ bus: OpaquePointer, _ member: String, _ values: [Value]) {
-        var m: OpaquePointer?
-        sd_bus_message_new_signal(bus, &m, "/io/placed/Placed1", "io.placed.Placed1", member)
-        for value in values { value.append(to: m!) }
-        sd_bus_send(bus, m, nil)
-        sd_bus_message_unref(m)
-    }
-
-    private func answer(_ call: OpaquePointer) -> Int32 {
-        let member = String(cString: sd_bus_message_get_member(call))
-        var reply: OpaquePointer?
-        sd_bus_message_new_method_return(call, &reply)
-        defer { sd_bus_message_unref(reply) }
-        switch member {
-        case "GetPlaces":
-            var limit: UInt32 = 0
-            sd_bus_message_read_basic(call, code("u"), &limit)
-            let places = (0..<Int(limit)).map { place("osm:node/\($0 + 1)", "Place \($0 + 1)", likelihood: 0.5) }
-            Value.t(7).append(to: reply!)
-            Value.dicts(places).append(to: reply!)
-        case "Rank":
-            var arguments: [Double] = []
-            for _ in 0..<3 {
-                var number = 0.0
-                sd_bus_message_read_basic(call, code("d"), &number)
-                arguments.append(number)
-            }
-            var limit: UInt32 = 0
-            sd_bus_message_read_basic(call, code("u"), &limit)
-            lock.withLock { self.arguments = arguments + [Double(limit)] }
-            Value.dicts([place("osm:node/9", "What If", likelihood: 1)]).append(to: reply!)
-        case "Select":
-            var id: UnsafePointer<CChar>?
-            sd_bus_message_read_basic(call, code("s"), &id)
-            let text = String(cString: id!)
-            guard text == "osm:node/1" else {
-                var error = sd_bus_error()
-                sd_bus_error_set(&error, "io.placed.Placed1.Error.UnknownPlace", "no place has the id '\(text)'")
-                defer { sd_bus_error_free(&error) }
-                return sd_bus_reply_method_error(call, &error)
-            }
-            Value.dict(marker(selection: 3)).append(to: reply!)
-        case "GetHistory":
-            Value.dicts([marker(selection: 3), marker(selection: 2)]).append(to: reply!)
-        case "GetAll":
-            Value.dict([
-                ("Location", .dict(location)), ("Generation", .t(7)), ("Marker", .dict([])),
-                ("DistanceFilter", .d(50)), ("SourceState", .s("fix")),
-            ]).append(to: reply!)
-        default:
-            return 0
-        }
-        return sd_bus_send(nil, reply, nil)
+        try loop.run()
+        poll = nil
+        _ = bus
     }
 }
 
@@ -248,10 +177,10 @@ private final class FakeService: @unchecked Sendable {
         #expect(current["places"]?.array?.first?["name"] == "Place 1")
         #expect(current["places"]?.array?.first?["likelihood"] == 0.5)
         #expect(current["location"]?["mode"] == "3d")
-        #expect(try client.current(limit: nil)["places"]?.array?.count == 5, "the default limit")
+        #expect(try client.current(limit: nil)["places"]?.array?.count == 5, "0: the default limit")
     }
 
-    @Test func rankSendsTheModelsAccuracyWhenNoneIsGiven() throws {
+    @Test func rankSendsNaNForAnUnknownAccuracy() throws {
         let fake = try FakePlacedBus()
         let client = try BusClient(bus: .address(fake.address))
         let ranked = try client.rank(latitude: 60.2, longitude: -24.9, accuracy: nil, limit: 2)
@@ -265,7 +194,10 @@ private final class FakeService: @unchecked Sendable {
                     ]
                 ]
             ])
-        #expect(fake.rankArguments == [60.2, -24.9, RankingModel().defaultAccuracy, 2])
+        #expect(fake.rankArguments.count == 4)
+        #expect(fake.rankArguments[0] == .double(60.2) && fake.rankArguments[1] == .double(-24.9))
+        #expect(fake.rankArguments[2].double?.isNaN == true, "NaN: placed's own assumption")
+        #expect(fake.rankArguments[3] == .uint32(2))
     }
 
     @Test func selectAndItsNamedError() throws {

@@ -1,6 +1,7 @@
 """`placectl` against a real placed on its varlink socket: every subcommand, readable and --json
 output, selecting by id and by row of the last listing, watch until a signal, and the exit
 statuses (0 ok, 1 error named on stderr, 2 usage)."""
+import contextlib
 import json
 import os
 import re
@@ -19,23 +20,26 @@ ERROR = "io.placed.Places."
 
 
 class Daemon:
-    """placed on a static Helsinki position with the bundled extract, and a placectl to talk to it."""
+    """placed on a static Helsinki position with the bundled extract, and a placectl to talk to it:
+    over the varlink socket, or over D-Bus when placed also serves on the bus at `bus_address`."""
 
-    def __init__(self, placed_bin, placectl_bin, places_db, tmp_path):
+    def __init__(self, placed_bin, placectl_bin, places_db, tmp_path, bus_address=None):
         shutil.copy(places_db, tmp_path / "places.db")
         self.socket = tmp_path / "sock"
         self.placectl_bin = placectl_bin
+        self.address = bus_address
         # Each test its own runtime directory, so the row cache starts empty.
         self.env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
         (tmp_path / "run").mkdir()
-        self.placed = Placed(placed_bin, "--bus", "none", "--static", HELSINKI, "--db", tmp_path / "places.db",
-                             "--socket", self.socket)
+        self.connection = ["--address", bus_address] if bus_address else ["--socket", str(self.socket)]
+        self.placed = Placed(placed_bin, "--bus", "session" if bus_address else "none", "--static", HELSINKI,
+                             "--db", tmp_path / "places.db", "--socket", self.socket,
+                             env={"DBUS_SESSION_BUS_ADDRESS": bus_address} if bus_address else None)
         self.placed.wait_for(r"ranking 1: ")
 
-    def ctl(self, *arguments, socket=True, timeout=20):
-        extra = ["--socket", str(self.socket)] if socket else []
-        return subprocess.run([str(self.placectl_bin), *map(str, arguments), *extra], capture_output=True,
-                              text=True, timeout=timeout, env=self.env)
+    def ctl(self, *arguments, connect=True, timeout=20):
+        return subprocess.run([str(self.placectl_bin), *map(str, arguments), *(self.connection if connect else [])],
+                              capture_output=True, text=True, timeout=timeout, env=self.env)
 
     def json(self, *arguments):
         out = self.ctl(*arguments, "--json")
@@ -44,7 +48,7 @@ class Daemon:
         return json.loads(out.stdout)
 
     def popen(self, *arguments):
-        return subprocess.Popen([str(self.placectl_bin), *arguments, "--socket", str(self.socket)],
+        return subprocess.Popen([str(self.placectl_bin), *arguments, *self.connection],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
 
 
@@ -60,6 +64,17 @@ def table_rows(text):
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("#", "SELECTION")))
     return [line.split() for line in lines[header + 1:] if line.strip()]
+
+
+@contextlib.contextmanager
+def running(proc):
+    """A placectl watch that is killed if the test leaves it running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def read_line(proc, timeout=10):
@@ -169,8 +184,7 @@ def test_rank_is_a_what_if_query(daemon):
 
 def test_watch_streams_markers_until_sigint(daemon):
     first_id = daemon.json("places")["places"][0]["id"]
-    watch = daemon.popen("watch")
-    try:
+    with running(daemon.popen("watch")) as watch:
         line = read_line(watch)
         assert " ranking 1 at 60.1699000,24.9384000" in line and "%" in line
         assert daemon.ctl("select", "1").returncode == 0
@@ -179,15 +193,10 @@ def test_watch_streams_markers_until_sigint(daemon):
         watch.send_signal(signal.SIGINT)
         assert watch.wait(10) == 0
         assert watch.stderr.read() == ""
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.wait()
 
 
 def test_watch_json_one_object_per_line_until_sigterm(daemon):
-    watch = daemon.popen("watch", "--json")
-    try:
+    with running(daemon.popen("watch", "--json")) as watch:
         first = json.loads(read_line(watch))
         assert first["generation"] == 1 and len(first["places"]) == 5 and first["stale"] is False
         picked = first["places"][2]["id"]
@@ -196,23 +205,14 @@ def test_watch_json_one_object_per_line_until_sigterm(daemon):
         assert update["marker"]["place"]["id"] == picked
         watch.send_signal(signal.SIGTERM)
         assert watch.wait(10) == 0
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.wait()
 
 
 def test_watch_ends_with_1_when_placed_goes(daemon):
-    watch = daemon.popen("watch")
-    try:
+    with running(daemon.popen("watch")) as watch:
         read_line(watch)
         assert daemon.placed.stop() == 0
         assert watch.wait(10) == 1
         assert "placed closed the connection" in watch.stderr.read()
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.wait()
     # The fixture stops placed again: a no-op.
 
 
@@ -292,3 +292,101 @@ def test_bash_completion_offers_commands_options_and_ids(daemon):
     assert options.split() == ["--limit"]
     listed = [p["id"] for p in daemon.json("places", "--limit", "20")["places"]]
     assert set(listed) <= set(ids.split())
+
+
+# --- the same commands over D-Bus: placed on a private dbus-daemon ------------------------------
+
+
+@pytest.fixture
+def bus_address(tmp_path):
+    """A private session-type dbus-daemon (root may own any name on it); its address."""
+    proc = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address",
+                             "--address=unix:path=%s" % (tmp_path / "bus")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    address = proc.stdout.readline().strip()
+    yield address
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def bus_daemon(placed_bin, placectl_bin, places_db, tmp_path, bus_address):
+    """placed serving both interfaces; its `ctl` talks D-Bus at the private bus's address."""
+    d = Daemon(placed_bin, placectl_bin, places_db, tmp_path, bus_address=bus_address)
+    yield d
+    assert d.placed.stop() == 0
+
+
+def over_socket(d, *arguments):
+    out = subprocess.run([str(d.placectl_bin), *arguments, "--json", "--socket", str(d.socket)], capture_output=True,
+                         text=True, timeout=20, env=d.env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_bus_status_and_places_match_varlink(bus_daemon):
+    status = bus_daemon.json("status")
+    assert status["source"] == "static" and status["generation"] == 1 and status["distance_filter"] == 50
+    assert status["location"]["latitude"] == pytest.approx(60.1699)
+    assert "marker" not in status, "an empty Marker property is no marker"
+    readable = bus_daemon.ctl("status")
+    assert readable.returncode == 0 and "source           static" in readable.stdout
+
+    places = bus_daemon.json("places", "--limit", "7")
+    assert places["generation"] == 1 and places["stale"] is False
+    assert [p["id"] for p in places["places"]] == [p["id"] for p in over_socket(bus_daemon, "places", "-n", "7")["places"]]
+    assert set(places["places"][0]) >= {"id", "name", "kind", "latitude", "longitude", "distance", "likelihood",
+                                         "attribution"}
+    # Rank without --accuracy means the same over both (NaN on D-Bus, absent on varlink).
+    assert bus_daemon.json("rank", "60.171", "24.941") == over_socket(bus_daemon, "rank", "60.171", "24.941")
+
+
+def test_bus_select_by_row_history_and_named_error(bus_daemon):
+    listed = [r[-1] for r in table_rows(bus_daemon.ctl("places").stdout)]
+    out = bus_daemon.ctl("select", "3")
+    assert out.returncode == 0, out.stderr
+    assert "(%s), selection 1" % listed[2] in out.stdout
+    assert [m["place"]["id"] for m in bus_daemon.json("history")["markers"]] == [listed[2]]
+    assert over_socket(bus_daemon, "status")["marker"]["place"]["id"] == listed[2]
+
+    bad = bus_daemon.ctl("select", "osm:node/0")
+    assert bad.returncode == 1
+    assert bad.stderr == "placectl: no place has the id 'osm:node/0' (io.placed.Placed1.Error.UnknownPlace)\n"
+    paged = bus_daemon.ctl("history", "--before", "2")
+    assert paged.returncode == 1 and "--before needs the varlink socket" in paged.stderr
+
+
+def test_bus_watch_until_sigint_and_when_placed_leaves(bus_daemon):
+    with running(bus_daemon.popen("watch")) as watch:
+        assert " ranking 1 at 60.1699000,24.9384000" in read_line(watch)
+        assert bus_daemon.ctl("select", "osm:way/289767497").returncode == 0
+        assert " marker Forum (osm:way/289767497), selection 1" in read_line(watch)
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(10) == 0, watch.stderr.read()
+
+    with running(bus_daemon.popen("watch", "--json")) as watch:
+        assert json.loads(read_line(watch))["marker"]["place"]["id"] == "osm:way/289767497"
+        assert bus_daemon.placed.stop() == 0
+        assert watch.wait(10) == 1
+        assert "placed closed the connection on io.placed.Placed1" in watch.stderr.read()
+
+
+def test_bus_choices_follow_the_environment(bus_daemon):
+    env = {**bus_daemon.env, "DBUS_SYSTEM_BUS_ADDRESS": bus_daemon.address,
+           "DBUS_SESSION_BUS_ADDRESS": bus_daemon.address}
+    for choice in (["--bus"], ["--bus", "--system"], ["--user"]):
+        out = subprocess.run([str(bus_daemon.placectl_bin), "status", "--json", *choice], capture_output=True,
+                             text=True, timeout=20, env=env)
+        assert out.returncode == 0, (choice, out.stderr)
+        assert json.loads(out.stdout)["source"] == "static"
+
+
+def test_bus_without_placed_exits_1_with_a_hint(placectl_bin, bus_address):
+    out = subprocess.run([placectl_bin, "places", "--address", bus_address], capture_output=True, text=True,
+                         timeout=20)
+    assert out.returncode == 1
+    assert out.stderr.startswith("placectl: is placed running? io.placed.Placed1 on bus %s: " % bus_address)
+    nobus = subprocess.run([placectl_bin, "--address", "unix:path=/nonexistent/bus"], capture_output=True,
+                           text=True, timeout=20)
+    assert nobus.returncode == 1
+    assert nobus.stderr == "placectl: is D-Bus running? bus unix:path=/nonexistent/bus: No such file or directory\n"
