@@ -104,6 +104,8 @@ public final class Daemon {
         let status = try loop.run()
         gpsd?.stop()
         varlink?.close()
+        dbus = nil
+        selections.checkpoint()
         return status
     }
 

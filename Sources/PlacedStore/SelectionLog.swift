@@ -175,6 +175,13 @@ public final class SelectionLog {
         }
     }
 
+    /// Folds the write-ahead log into the database file at shutdown, so a clean stop leaves one file.
+    /// Every selection is already durable; this only tidies.
+    public func checkpoint() {
+        guard !isReadOnly else { return }
+        try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
     /// The newest selection: the marker restored at start.
     public func last() throws(SelectionLogError) -> Marker? {
         try history(limit: 1).first
