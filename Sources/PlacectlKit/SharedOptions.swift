@@ -5,6 +5,7 @@ extension Option {
 
     public static let limit = Option.value("limit", "N", short: "n", help: "how many places (default 5, at most 20)")
 
+    public static let table = Option.flag("table", help: "watch: each ranking's places as a table under its line")
     public static let version = Option.flag("version", help: "show placectl's version")
 
     /// How to reach placed: its varlink socket (the default) or D-Bus.

@@ -135,7 +135,8 @@ public final class Daemon {
     private func setSourceState(_ state: SourceState) {
         guard state != sourceState else { return }
         sourceState = state
-        let lost = state == .stale || state == .connecting
+        // Without fixes the last ranking is old news: stale until the next fix ranks again.
+        let lost = state != .fix && state != .static
         if history.latest?.isStale != lost { history.setStale(lost) }
         ServiceNotifier.status(statusLine)
         emit([.sourceState])

@@ -10,18 +10,20 @@ enum WatchCommand: Command {
     static let spec = CommandSpec(
         name: "watch",
         abstract: "stream rankings and markers as they happen, until interrupted",
-        synopsis: "[--json] [CONNECTION]",
+        synopsis: "[--table] [--json] [CONNECTION]",
         discussion: """
             Prints the current state, then one line per new ranking (its top places) and per
             marker, each with the local time. With --json, one JSON object per line, as the
-            daemon sent it. Ends with exit status 0 on SIGINT (Ctrl-C) or SIGTERM, and 1 if
+            daemon sent it. With --table, each ranking's places follow its line as in
+            'placectl places'. Ends with exit status 0 on SIGINT (Ctrl-C) or SIGTERM, and 1 if
             placed goes away.
             """,
-        options: [.json],
+        options: [.table, .json],
         sharedGroups: [Option.connectionGroup])
 
     static func run(_ context: Context) throws {
         let json = context.json
+        let table = context.arguments.has("table")
         var failure: Error?
         try context.client().watch { update in
             do {
@@ -29,6 +31,9 @@ enum WatchCommand: Command {
                     print(try JSON.object(update).serialized())
                 } else {
                     print(Format.watchUpdate(update, clock: Format.clock()), terminator: "")
+                    if table, let places = update["places"]?.array, !places.isEmpty {
+                        print(Format.placesTable(places.map(PlaceRecord.init)), terminator: "")
+                    }
                 }
             } catch {
                 failure = error

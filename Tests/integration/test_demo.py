@@ -1,0 +1,29 @@
+"""The quick-start demo, run headless: it must show moves with ranked places, a selection and the
+marker event, end by itself with status 0, and leave nothing running."""
+import re
+import subprocess
+
+from conftest import ROOT
+
+
+def test_demo_shows_moves_places_and_marker():
+    out = subprocess.run([str(ROOT / "scripts" / "demo")], capture_output=True, text=True, timeout=600,
+                         stdin=subprocess.DEVNULL)
+    text = out.stdout
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rankings = re.findall(r"^\d\d:\d\d:\d\d  ranking (\d+) at (-?[\d.]+),(-?[\d.]+) ±\d+ m", text, re.M)
+    assert len(rankings) > 50, text[-2000:]
+    assert [int(g) for g, _, _ in rankings] == list(range(1, len(rankings) + 1))
+    # Each ranking is followed by its table of (up to) five places with likelihoods.
+    rows = re.findall(r"^([1-5])\s+(\d+\.\d)%\s+\d+ m\s+\S", text, re.M)
+    assert len(rows) >= 4 * len(rankings)
+    assert all(0 <= float(p) <= 100 for _, p in rows)
+    selected = re.search(r"^selected (.+) \((osm:\w+/\d+)\), selection 1 at \S+ in ranking (\d+)$", text, re.M)
+    assert selected, text[-2000:]
+    marker = re.search(r"^\d\d:\d\d:\d\d  marker (.+) \((osm:\w+/\d+)\), selection 1", text, re.M)
+    assert marker and marker.group(2) == selected.group(2), "the watcher saw the marker event"
+    assert "done: %d moves ranked, 1 place selected" % len(rankings) in text
+    assert "placectl:" not in out.stderr
+    # Nothing left running: no placed, gpsd or dbus-daemon started from a demo directory.
+    left = subprocess.run(["pgrep", "-af", "placed-demo"], capture_output=True, text=True).stdout
+    assert left.strip() == "", left
