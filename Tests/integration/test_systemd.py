@@ -70,11 +70,12 @@ def test_ready_status_watchdog_stopping_in_order(placed_bin, places_db, tmp_path
     assert re.search(r"1,?636 places", ready["STATUS"]), ready
     statuses = [m["STATUS"] for _, m in notify.messages if "STATUS" in m]
     assert any(re.search(r"Static position ±8 m, 1,?636 places, ranking 1", s) for s in statuses), statuses
-    # sd-event pings at half of WATCHDOG_USEC: every 0.2 s.
+    # sd-event pings from half of WATCHDOG_USEC, within a window up to three quarters (it coalesces
+    # wake-ups): every 0.2-0.3 s for 0.4 s, and never as late as the deadline itself.
     pings = [t for t, m in notify.messages if "WATCHDOG" in m]
     gaps = sorted(b - a for a, b in zip(pings, pings[1:]))
     median = gaps[len(gaps) // 2]
-    assert 0.12 <= median <= 0.3, gaps
+    assert 0.18 <= median <= 0.33 and gaps[-1] < 0.4, gaps
 
 
 def test_without_notify_socket_runs_the_same(placed_bin, places_db, tmp_path):
