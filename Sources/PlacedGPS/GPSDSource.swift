@@ -161,7 +161,7 @@ public final class GPSDSource {
     private func checkSilence() {
         let quietFor = loop.now &- lastDataAt
         if quietFor >= configuration.silenceTimeout {
-            scheduleReconnect(reason: "no data from gpsd for \(quietFor / 1_000_000) s")
+            scheduleReconnect(reason: "no data from gpsd for \((Double(quietFor) / 1e6).formatted(decimals: 1)) s")
         } else {
             try? silenceTimer?.schedule(after: configuration.silenceTimeout - quietFor)
         }

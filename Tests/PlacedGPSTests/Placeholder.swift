@@ -1,4 +1,0 @@
-import Testing
-@testable import PlacedGPS
-
-@Test func PlacedGPSBuilds() { #expect(Bool(true)) }
