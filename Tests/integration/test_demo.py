@@ -25,5 +25,6 @@ def test_demo_shows_moves_places_and_marker():
     assert "done: %d moves ranked, 1 place selected" % len(rankings) in text
     assert "placectl:" not in out.stderr
     # Nothing left running: no placed, gpsd or dbus-daemon started from a demo directory.
-    left = subprocess.run(["pgrep", "-af", "placed-demo"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-af", "placed-demo|gpsfake .* data/helsinki-drive.nmea"], capture_output=True,
+                          text=True).stdout
     assert left.strip() == "", left
