@@ -139,7 +139,7 @@ final class PBFReader {
                     guard size >= 0 else { throw ProtobufError("negative datasize \(size)") }
                     dataSize = Int(clamping: size)
                 default:
-                    try message.skip(wireType)
+                    try message.skipField(wireType)
                 }
             }
         } catch {
@@ -171,7 +171,7 @@ final class PBFReader {
                     guard size >= 0 else { throw ProtobufError("negative raw_size \(size)") }
                     rawSize = Int(clamping: size)
                 default:
-                    try message.skip(wireType)
+                    try message.skipField(wireType)
                 }
             }
         } catch {
@@ -221,7 +221,7 @@ final class PBFReader {
                     try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
                     features.append(try message.lengthDelimited().string)
                 } else {
-                    try message.skip(wireType)
+                    try message.skipField(wireType)
                 }
             }
         } catch {

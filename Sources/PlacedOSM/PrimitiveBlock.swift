@@ -19,7 +19,7 @@ struct StringTable {
         var message = message
         while let (field, wireType) = try message.nextField() {
             guard field == 1 else {
-                try message.skip(wireType)
+                try message.skipField(wireType)
                 continue
             }
             try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
@@ -64,7 +64,7 @@ struct PrimitiveBlockDecoder {
                 try ProtobufReader.expect(wireType, .varint, field: field)
                 scale.longitudeOffset = try block.int64()
             default:
-                try block.skip(wireType)
+                try block.skipField(wireType)
             }
         }
         guard let stringTable else { throw ProtobufError("PrimitiveBlock without a string table") }
@@ -96,7 +96,7 @@ struct PrimitiveBlockDecoder {
                 _ = try group.lengthDelimited()
                 collector.relationCount += 1
             default:
-                try group.skip(wireType)
+                try group.skipField(wireType)
             }
         }
     }
@@ -125,7 +125,7 @@ struct PrimitiveBlockDecoder {
                 default: keysValues = array
                 }
             default:
-                try message.skip(wireType)
+                try message.skipField(wireType)
             }
         }
         let hasTags = !keysValues.isAtEnd
@@ -195,7 +195,7 @@ struct PrimitiveBlockDecoder {
                 try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
                 values = try message.lengthDelimited()
             default:
-                try message.skip(wireType)
+                try message.skipField(wireType)
             }
         }
         guard let id, let latitude, let longitude else {
@@ -229,7 +229,7 @@ struct PrimitiveBlockDecoder {
                 let array = try message.lengthDelimited()
                 if field == 2 { keys = array } else if field == 3 { values = array } else { refs = array }
             default:
-                try message.skip(wireType)
+                try message.skipField(wireType)
             }
         }
         guard let id else { throw ProtobufError("Way without id") }

@@ -102,7 +102,7 @@ struct ProtobufReader {
     /// The remaining bytes, without consuming them.
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: position, count: remaining) }
 
-    mutating func skip(_ wireType: WireType) throws(ProtobufError) {
+    mutating func skipField(_ wireType: WireType) throws(ProtobufError) {
         switch wireType {
         case .varint: _ = try varint()
         case .lengthDelimited: _ = try lengthDelimited()
