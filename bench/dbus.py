@@ -5,7 +5,6 @@ beside the bus's own org.freedesktop.DBus.GetId as the reference round trip thro
 dbus-daemon. Usage: bench/dbus.py [--seconds S]"""
 import argparse
 import asyncio
-import os
 import pathlib
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from jeepney.io.asyncio import open_dbus_router
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "integration"))
-from harness import Placed  # noqa: E402
+from harness import Placed, bin_path  # noqa: E402
 
 PLACED = DBusAddress("/io/placed/Placed1", bus_name="io.placed.Placed1", interface="io.placed.Placed1")
 BUS = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus")
@@ -47,8 +46,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=3)
     args = parser.parse_args()
-    bin_dir = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT,
-                             capture_output=True, text=True).stdout.strip()
+    bin_dir = str(bin_path("release", ""))
     work = pathlib.Path(tempfile.mkdtemp(prefix="placed-dbus-bench-"))
     conf = work / "bus.conf"
     conf.write_text("""<busconfig><type>placed-bench</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>

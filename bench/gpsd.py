@@ -25,7 +25,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "integration"))
-from harness import GpsFake, Placed, free_port  # noqa: E402
+from harness import GpsFake, Placed, bin_path, free_port  # noqa: E402
 import nmea  # noqa: E402
 
 
@@ -81,9 +81,7 @@ def rss_kb(pid):
 
 def main():
     parser = argparse.ArgumentParser()
-    default = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT,
-                             capture_output=True, text=True).stdout.strip() + "/placed"
-    parser.add_argument("--placed", default=default)
+    parser.add_argument("--placed", default=str(bin_path("release", "placed")))
     args = parser.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="placed-gpsd-bench-"))
     subprocess.run([str(pathlib.Path(args.placed).parent / "placectl"), "import",

@@ -28,7 +28,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "integration"))
-from harness import HELSINKI_CENTER, PLACES, PlacedService, VarlinkSocket  # noqa: E402
+from harness import HELSINKI_CENTER, PLACES, PlacedService, VarlinkSocket, bin_path  # noqa: E402
 
 CURRENT = json.dumps({"method": PLACES + ".Current"}).encode() + b"\0"
 REFRESH = json.dumps({"method": PLACES + ".Refresh"}).encode() + b"\0"
@@ -154,10 +154,8 @@ def watcher_latency(path, watchers, rounds, processes):
 
 def main():
     parser = argparse.ArgumentParser()
-    bin_path = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT,
-                              capture_output=True, text=True).stdout.strip()
-    parser.add_argument("--placed", default=bin_path + "/placed")
-    parser.add_argument("--placectl", default=bin_path + "/placectl")
+    parser.add_argument("--placed", default=str(bin_path("release", "placed")))
+    parser.add_argument("--placectl", default=str(bin_path("release", "placectl")))
     parser.add_argument("--watchers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=3)

@@ -121,7 +121,7 @@ public enum ConfigFile {
     ]
 
     static func parseNumber(_ text: String, minimum: Double) throws(UsageError) -> Double {
-        guard let number = Double(text), number.isFinite, number >= minimum else {
+        guard let number = Configuration.number(text, minimum: minimum) else {
             throw UsageError("must be a number >= \(minimum)")
         }
         return number

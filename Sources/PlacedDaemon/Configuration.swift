@@ -193,10 +193,16 @@ extension Configuration {
         return StaticPosition(coordinate: coordinate, accuracy: accuracy)
     }
 
+    /// A finite number of at least `minimum`, or nil: the one check behind flags and config keys.
+    static func number(_ text: String, minimum: Double) -> Double? {
+        guard let number = Double(text), number.isFinite, number >= minimum else { return nil }
+        return number
+    }
+
     static func parseNumber(_ text: String, _ flag: String, minimum: Double) throws(UsageError)
         -> Double
     {
-        guard let number = Double(text), number.isFinite, number >= minimum else {
+        guard let number = number(text, minimum: minimum) else {
             throw UsageError(
                 "\(flag) expects a number >= \(minimum.formatted(decimals: minimum < 1 ? 1 : 0)), not '\(text)'"
             )

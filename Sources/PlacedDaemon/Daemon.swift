@@ -57,7 +57,7 @@ public final class Daemon {
         filter = try DistanceFilter(threshold: configuration.distanceFilter)
         ranker = try Ranker()
         history = RankingHistory(depth: configuration.selectionGenerations)
-        writerGroup = getgrnam(configuration.writerGroup).map { $0.pointee.gr_gid }
+        writerGroup = UserDatabase.groupID(named: configuration.writerGroup)
         catalog = try Self.loadCatalog(configuration.databasePath, required: false)
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
@@ -165,9 +165,7 @@ public final class Daemon {
         guard let catalog else { return }
         let ranking: Ranking
         do {
-            let candidates = try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
-            ranking = try ranker.rank(
-                fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: Ranker.maximumLimit)
+            ranking = try rank(fix, in: catalog, limit: Ranker.maximumLimit)
         } catch {
             Log.warning("ranking failed at \(fix.coordinate): \(error)")
             return
@@ -178,6 +176,13 @@ public final class Daemon {
         ServiceNotifier.status(statusLine)
         for observer in observers { observer.daemon(self, published: published) }
         emit([.generation])
+    }
+
+    /// The one way places are ranked, for moves and what-if queries alike: candidates within the
+    /// fix's search radius, priors from the selection counts.
+    private func rank(_ fix: Fix, in catalog: PlaceCatalog, limit: Int) throws -> Ranking {
+        let candidates = try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
+        return try ranker.rank(fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: limit)
     }
 
     private func emit(_ properties: Set<DaemonProperty>) {
@@ -212,10 +217,7 @@ public final class Daemon {
         guard let catalog else { throw .noPlaces }
         let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
         do {
-            let candidates = try catalog.candidates(within: ranker.searchRadius(for: fix), of: coordinate)
-            return try ranker.rank(
-                fix: fix, candidates: candidates, selectionCounts: selections.counts, limit: limit
-            ).places
+            return try rank(fix, in: catalog, limit: limit).places
         } catch let error as RankingError {
             throw ServiceError(error, at: coordinate)
         } catch {
@@ -311,7 +313,7 @@ public final class Daemon {
             do { try startSource() } catch { Log.error("cannot start the new location source: \(error)") }
         }
         if new.writerGroup != old.writerGroup {
-            writerGroup = getgrnam(new.writerGroup).map { $0.pointee.gr_gid }
+            writerGroup = UserDatabase.groupID(named: new.writerGroup)
         }
         for (changed, key) in [
             (new.socketPath != old.socketPath, "Socket"), (new.bus != old.bus, "Bus"),

@@ -1,13 +1,12 @@
 """Shared fixtures for the integration tests: paths to the built binaries and the shared data, a places
 database imported once per session, and placed daemons serving varlink on a per-test socket."""
-import os
 import pathlib
 import shutil
 import subprocess
 
 import pytest
 
-from harness import PlacedService
+from harness import PlacedService, bin_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
@@ -16,11 +15,6 @@ HELSINKI = next((p for p in (ROOT / "data" / "helsinki-center.osm.pbf", DATA / "
                  if p.exists()), DATA / "helsinki-center.osm.pbf")
 
 
-def bin_path(config: str, name: str) -> pathlib.Path:
-    out = subprocess.run(
-        ["swift", "build", "-c", config, "--show-bin-path"], cwd=ROOT, check=True,
-        capture_output=True, text=True).stdout.strip()
-    return pathlib.Path(out) / name
 
 
 @pytest.fixture(scope="session")

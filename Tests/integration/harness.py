@@ -1,12 +1,24 @@
 """Start and stop the real programs the integration tests talk to: gpsd (through gpsfake) and placed."""
 import json
 import os
+import pathlib
 import re
 import signal
 import socket
 import subprocess
 import threading
 import time
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def bin_path(config: str, name: str) -> pathlib.Path:
+    """A binary of the Swift build (`config`: debug or release), as SwiftPM places it."""
+    out = subprocess.run(
+        ["swift", "build", "-c", config, "--show-bin-path"], cwd=ROOT, check=True,
+        capture_output=True, text=True).stdout.strip()
+    return pathlib.Path(out) / name
 
 
 def free_port():

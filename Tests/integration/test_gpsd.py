@@ -1,6 +1,5 @@
 """placed reading real gpsd, fed by gpsfake: moves match an independent reading of the same NMEA,
 and placed survives gpsd going away and going silent."""
-import pathlib
 
 import pytest
 

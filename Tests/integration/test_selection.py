@@ -11,7 +11,7 @@ import pytest
 import varlink
 
 import nmea
-from harness import PLACES, GpsFake, VarlinkReplyError, free_port
+from harness import PLACES, GpsFake, free_port
 from test_gpsd import assert_same_moves
 from test_varlink_robustness import short_drive
 

@@ -1,5 +1,4 @@
 """placed as a systemd service: sd_notify protocol, watchdog, SIGHUP reload, and the shipped units."""
-import os
 import re
 import shutil
 import signal
@@ -7,7 +6,6 @@ import socket
 import subprocess
 import time
 
-import pytest
 
 from conftest import ROOT
 from harness import Placed

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import nmea
-from harness import PLACES, GpsFake, VarlinkSocket, free_port
+from harness import PLACES, GpsFake, free_port
 from conftest import ROOT
 from test_gpsd import assert_same_moves
 
