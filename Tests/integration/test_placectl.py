@@ -9,7 +9,6 @@ import select
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -390,3 +389,17 @@ def test_bus_without_placed_exits_1_with_a_hint(placectl_bin, bus_address):
                            text=True, timeout=20)
     assert nobus.returncode == 1
     assert nobus.stderr == "placectl: is D-Bus running? bus unix:path=/nonexistent/bus: No such file or directory\n"
+
+
+def test_status_shows_the_marker_restored_after_a_crash(daemon, placed_bin, tmp_path):
+    chosen = daemon.json("places")["places"][1]
+    assert daemon.ctl("select", chosen["id"]).returncode == 0
+    daemon.placed.proc.kill()  # kill -9: nothing gets to tidy up
+    daemon.placed.proc.wait()
+    daemon.placed = Placed(placed_bin, "--bus", "none", "--static", HELSINKI, "--db", tmp_path / "places.db",
+                           "--socket", daemon.socket)
+    daemon.placed.wait_for(r"ranking 1: ")
+    out = daemon.ctl("status")
+    assert out.returncode == 0, out.stderr
+    fields = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.stdout.splitlines())
+    assert fields["marker"].startswith("%s (%s), selection 1" % (chosen["name"], chosen["id"])), fields["marker"]
