@@ -122,7 +122,8 @@ public struct RankingModel: Sendable, Equatable {
 extension RankingModel {
     /// Where people go, relative to an ordinary place (1): eating, drinking and everyday shopping often;
     /// artworks, memorials, office names and bare buildings rarely. Point extents follow the usual size of
-    /// the premises. Tuned on `placed-bench snap --tune` (see README, "How places are ranked").
+    /// the premises. Tuned by hand on `placed-bench snap --seed 1`; seed 2 is held out (README, "How places are
+    /// ranked").
     public static let standardKinds: [String: KindPrior] = [
         // Food and drink.
         "amenity=restaurant": .init(weight: 3),

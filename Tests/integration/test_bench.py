@@ -1,0 +1,61 @@
+"""The snap benchmark runs, its tables say what they measure, and bench/run reads the figures it prints.
+
+A short run (600 visits) cannot judge the goal; it checks what holds at any sample size worth the
+name: the ranker beats the nearest place at top 1, and a stricter reading of the same accuracy leaves
+less to find.
+"""
+import importlib.machinery
+import importlib.util
+import re
+import subprocess
+
+import pytest
+
+from harness import ROOT, bin_path
+
+
+@pytest.fixture(scope="module")
+def snap_output():
+    bench = bin_path("release", "placed-bench")
+    out = subprocess.run([bench, "snap", "--visits", "600"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def bench_run_rows(output):
+    loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "bench" / "run"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_run", loader))
+    loader.exec_module(module)
+    return {row[0]: row for row in module.rows("snap", output)}
+
+
+def top5_at_15m(output, reading):
+    table = output.split("accuracy read as " + reading, 1)[1]
+    return float(re.search(r"^15 m\s+[\d.]+\s+[\d.]+ ([\d.]+)", table, re.M).group(1))
+
+
+def test_goal_reading_comes_first_and_is_named(snap_output):
+    readings = re.findall(r"^accuracy read as (.*)$", snap_output, re.M)
+    assert readings[0].startswith("a 95 % radius, as gpsd's eph")
+    assert "[the goal's reading]" in readings[0]
+    assert any(r.startswith("sigma per axis") for r in readings)
+
+
+def test_stricter_readings_find_less(snap_output):
+    eph = top5_at_15m(snap_output, "a 95 % radius")
+    android = top5_at_15m(snap_output, "a 68 % radius")
+    sigma = top5_at_15m(snap_output, "sigma per axis")
+    assert eph > android > sigma
+
+
+def test_bench_run_reads_every_snap_figure(snap_output):
+    rows = bench_run_rows(snap_output)
+    top5 = rows["snap top-5 at 15 m (eph, sigma 6.1 m)"]
+    assert 0 < float(top5[1]) <= 1 and top5[4] == ">= 0.9"
+    assert "5 seeds" in top5[2]
+    top1 = rows["snap top-1 at 15 m (eph)"]
+    assert float(top1[3].rstrip("x")) > 1, "the ranker should beat the nearest place at top 1"
+    assert "snap top-5 at 15 m read as sigma per axis" in rows
+    timings = [name for name in rows if name.startswith("ranking time per fix")]
+    assert len(timings) == 2
