@@ -60,6 +60,8 @@ public final class BusClient: PlacesClient {
         ["marker": JSON(try call("Select", [.string(id)], returns: 1)[0])]
     }
 
+    public func refresh() throws(ClientError) { _ = try call("Refresh", returns: 0) }
+
     public func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON] {
         if before != nil { throw .unsupported("--before needs the varlink socket (GetHistory has no such argument)") }
         return ["markers": JSON(try call("GetHistory", [.uint32(UInt32(limit ?? 0))], returns: 1)[0])]

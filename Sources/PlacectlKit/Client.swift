@@ -16,6 +16,8 @@ public protocol PlacesClient: AnyObject {
         -> [String: JSON]
     /// `Select`: `marker`.
     func select(id: String) throws(ClientError) -> [String: JSON]
+    /// `Refresh`: reloads the places if their file changed and ranks again; needs group placed.
+    func refresh() throws(ClientError)
     /// `History`: `markers`, newest first.
     func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON]
     /// `Status`: `source, location?, generation, stale, places, distance_filter, marker?`.

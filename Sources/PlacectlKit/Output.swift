@@ -119,6 +119,15 @@ public enum Format {
         return lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + $0.1 + "\n" }.joined()
     }
 
+    /// `refresh`: what placed serves now (D-Bus has no place count to tell).
+    public static func refreshed(_ status: [String: JSON]) -> String {
+        var line = "refreshed: "
+        if let count = status["places"]?.int { line += "\(count.grouped) places, " }
+        line += "ranking \(status["generation"]?.int ?? 0)"
+        if status["stale"]?.bool == true { line += " (stale)" }
+        return line + "\n"
+    }
+
     /// `history`: one row per selection, newest first.
     public static func history(_ reply: [String: JSON]) -> String {
         let markers = (reply["markers"]?.array ?? []).compactMap { MarkerRecord($0) }

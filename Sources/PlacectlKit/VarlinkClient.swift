@@ -146,6 +146,8 @@ public final class VarlinkClient: PlacesClient {
         try call("Select", ["id": .string(id)])
     }
 
+    public func refresh() throws(ClientError) { _ = try call("Refresh") }
+
     public func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON] {
         try call(
             "History",

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from harness import Placed
+from harness import ROOT, Placed
 
 HELSINKI = "60.1699,24.9384,10"
 ERROR = "io.placed.Places."
@@ -256,7 +256,7 @@ def test_usage_errors_exit_2(placectl_bin, arguments):
     assert lines[2].startswith("Try 'placectl") and lines[2].endswith(" --help'.")
 
 
-@pytest.mark.parametrize("command", ["status", "places", "select", "watch", "history", "rank", "import"])
+@pytest.mark.parametrize("command", ["status", "places", "select", "watch", "history", "rank", "refresh", "import"])
 def test_help_everywhere(placectl_bin, command):
     for arguments in ([command, "--help"], [command, "-h"], ["--help", command]):
         out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
@@ -268,10 +268,25 @@ def test_help_everywhere(placectl_bin, command):
 def test_root_help_lists_the_commands_and_version(placectl_bin):
     out = subprocess.run([placectl_bin, "--help"], capture_output=True, text=True, timeout=10)
     assert out.returncode == 0
-    for command in ("status", "places", "select", "watch", "history", "rank", "import"):
+    for command in ("status", "places", "select", "watch", "history", "rank", "refresh", "import"):
         assert "\n  %s " % command in out.stdout
     version = subprocess.run([placectl_bin, "--version"], capture_output=True, text=True, timeout=10)
     assert version.returncode == 0 and version.stdout.startswith("placectl ")
+
+
+def test_refresh_after_an_import_serves_the_new_file(daemon, tmp_path):
+    count = daemon.json("status")["places"]
+    out = daemon.ctl("refresh")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "refreshed: %s places, ranking 2\n" % f"{count:,}", "the same file: ranked again"
+    assert not [line for line in daemon.placed.lines if "loaded" in line]
+
+    imported = daemon.ctl("import", ROOT / "data" / "helsinki-center.osm.pbf", "--db", tmp_path / "places.db",
+                          connect=False)
+    assert imported.returncode == 0, imported.stderr
+    status = daemon.json("refresh")
+    assert status["generation"] == 3 and status["places"] == count
+    daemon.placed.wait_for(r"Refresh: loaded %d places" % count)
 
 
 def test_bash_completion_offers_commands_options_and_ids(daemon):
@@ -353,6 +368,13 @@ def test_bus_select_by_row_history_and_named_error(bus_daemon):
     assert bad.stderr == "placectl: no place has the id 'osm:node/0' (io.placed.Placed1.Error.UnknownPlace)\n"
     paged = bus_daemon.ctl("history", "--before", "2")
     assert paged.returncode == 1 and "--before needs the varlink socket" in paged.stderr
+
+
+def test_bus_refresh(bus_daemon):
+    out = bus_daemon.ctl("refresh")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "refreshed: ranking 2\n", "D-Bus tells no place count"
+    assert over_socket(bus_daemon, "status")["generation"] == 2
 
 
 def test_bus_watch_until_sigint_and_when_placed_leaves(bus_daemon):

@@ -18,7 +18,7 @@ enum ImportCommand: Command {
         discussion: """
             Reads the places of an OpenStreetMap extract (.osm.pbf) and replaces the place database
             atomically: a failed import leaves the existing database as it was. placed loads the new
-            places on SIGHUP or a Refresh.
+            places on 'placectl refresh' (or SIGHUP).
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
         options: [.value("db", "PATH", help: "the database to replace (default \(defaultDatabasePath))")],
