@@ -111,9 +111,10 @@ func goalSpread(places: [Place], finder: PlaceFinder, ranker: Ranker, options: S
 }
 
 /// One stream of visits per seed, accuracy and mix; the same for every reading of the accuracy, so the
-/// readings are compared on the same visits and the same noise directions.
+/// readings are compared on the same visits and the same noise directions. The mix is spread far, so
+/// no mix of one seed shares a stream with another seed (the tuning seed's with the held-out one's).
 func visitSeed(_ seed: UInt64, accuracy: Double, mix: VisitMix) -> UInt64 {
-    seed &+ UInt64(accuracy) &* 1_000_003 &+ UInt64(mix.rawValue)
+    seed &+ UInt64(accuracy) &* 1_000_003 &+ UInt64(mix.rawValue) &* 0x9E37_79B9_7F4A_7C15
 }
 
 /// What a stated accuracy of, say, 15 m means: how much noise it stands for.
