@@ -26,6 +26,7 @@ install: build
 	$(INSTALL) -Dm755 $(BUILD)/placed   $(DESTDIR)$(BINDIR)/placed
 	$(INSTALL) -Dm755 $(BUILD)/placectl $(DESTDIR)$(BINDIR)/placectl
 	$(INSTALL) -Dm644 systemd/placed.service $(DESTDIR)$(UNITDIR)/placed.service
+	$(INSTALL) -Dm644 systemd/placed.socket $(DESTDIR)$(UNITDIR)/placed.socket
 	$(INSTALL) -Dm644 systemd/placed.sysusers.conf $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed.conf
 	$(INSTALL) -Dm644 systemd/placed.tmpfiles.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/placed.conf
 	$(INSTALL) -Dm644 etc/placed/placed.conf $(DESTDIR)$(SYSCONFDIR)/placed/placed.conf
@@ -41,6 +42,7 @@ install: build
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/placed $(DESTDIR)$(BINDIR)/placectl $(DESTDIR)$(UNITDIR)/placed.service \
+	  $(DESTDIR)$(UNITDIR)/placed.socket \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/placed.conf \
 	  $(DESTDIR)$(DATADIR)/dbus-1/system.d/io.placed.Placed1.conf \
 	  $(DESTDIR)$(DATADIR)/dbus-1/system-services/io.placed.Placed1.service \

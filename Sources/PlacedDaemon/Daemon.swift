@@ -81,11 +81,7 @@ public final class Daemon {
                 })
         }
         signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in reload() })
-        do {
-            varlink = try VarlinkService(daemon: self, path: configuration.socketPath)
-        } catch {
-            throw StartupError("cannot serve varlink on \(configuration.socketPath): \(error)")
-        }
+        try startVarlink()
         if let address = configuration.busAddress {
             do {
                 dbus = try BusService(daemon: self, address: address)
@@ -107,6 +103,28 @@ public final class Daemon {
         dbus = nil
         selections.checkpoint()
         return status
+    }
+
+    /// On the socket systemd passed (placed.socket), else on a socket of our own at Socket=.
+    private func startVarlink() throws {
+        let passed: SocketActivation.Passed?
+        do {
+            passed = try SocketActivation.varlinkSocket()
+        } catch {
+            throw StartupError("cannot serve varlink: \(error)")
+        }
+        let listener: VarlinkService.Listener = passed.map { .passed($0) } ?? .path(configuration.socketPath)
+        do {
+            varlink = try VarlinkService(daemon: self, listener: listener)
+        } catch {
+            throw StartupError("cannot serve varlink on \(passed?.path ?? configuration.socketPath): \(error)")
+        }
+        if let passed {
+            Log.info("varlink: serving on \(passed.path), the socket systemd passed")
+            if passed.path != configuration.socketPath {
+                Log.warning("Socket=\(configuration.socketPath) is not used: systemd passed \(passed.path)")
+            }
+        }
     }
 
     // MARK: Location

@@ -13,13 +13,23 @@ final class VarlinkService: DaemonObserver {
     private unowned let daemon: Daemon
     let server: VarlinkServer
 
-    init(daemon: Daemon, path: String) throws {
+    /// Where the server listens: a socket placed binds itself, or one systemd passed.
+    enum Listener {
+        case path(String)
+        case passed(SocketActivation.Passed)
+    }
+
+    init(daemon: Daemon, listener: Listener) throws {
         self.daemon = daemon
-        server = try VarlinkServer(
-            loop: daemon.loop, path: path, mode: 0o660,
-            configuration: .init(
-                vendor: "placed", product: "placed", version: placedVersion, url: "https://placed.invalid",
-                errorInterface: Self.interfaceName))
+        let configuration = VarlinkServer.Configuration(
+            vendor: "placed", product: "placed", version: placedVersion, url: "https://placed.invalid",
+            errorInterface: Self.interfaceName)
+        switch listener {
+        case .path(let path):
+            server = try VarlinkServer(loop: daemon.loop, path: path, mode: 0o660, configuration: configuration)
+        case .passed(let socket):
+            server = try VarlinkServer(loop: daemon.loop, listening: socket.fd, configuration: configuration)
+        }
         server.register(VarlinkInterface(description: InterfaceDescriptions.varlink)!) { [unowned self] call in
             try handle(call)
         }

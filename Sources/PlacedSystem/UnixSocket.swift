@@ -40,6 +40,34 @@ public enum UnixSocket {
         return fd
     }
 
+    /// Whether `fd` is a Unix stream socket that listens (what `sd_is_socket_unix` checks).
+    public static func isListeningStream(_ fd: Int32) -> Bool {
+        func option(_ name: Int32) -> Int32? {
+            var value: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            return getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 ? value : nil
+        }
+        return option(SO_DOMAIN) == AF_UNIX && option(SO_TYPE) == Int32(SOCK_STREAM.rawValue)
+            && option(SO_ACCEPTCONN) == 1
+    }
+
+    /// The filesystem path a Unix socket is bound to, or nil (unbound, abstract, or not Unix).
+    public static func boundPath(of fd: Int32) -> String? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let result = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard result == 0, address.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let pathLength = Int(length) - MemoryLayout.offset(of: \sockaddr_un.sun_path)!
+        guard pathLength > 1 else { return nil }
+        return withUnsafeBytes(of: &address.sun_path) { raw in
+            guard raw[0] != 0 else { return nil }  // abstract namespace
+            let bytes = raw.prefix(pathLength).prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
     /// Opens a blocking connection to the socket at `path` (clients and tests).
     public static func connect(path: String) throws(SystemError) -> Int32 {
         var address = try socketAddress(path)

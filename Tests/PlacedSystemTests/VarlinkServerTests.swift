@@ -614,6 +614,34 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
         }
     }
 
+    /// What socket activation checks of a passed descriptor before serving on it.
+    @Test func onlyAListeningUnixStreamSocketPasses() throws {
+        let directory = makeTemporaryDirectory("placed-socket")
+        defer { rmdir(directory) }
+        let path = directory + "/s"
+        let listener = try UnixSocket.listen(path: path)
+        defer {
+            close(listener)
+            unlink(path)
+        }
+        #expect(UnixSocket.isListeningStream(listener))
+        #expect(UnixSocket.boundPath(of: listener) == path)
+
+        let client = try UnixSocket.connect(path: path)
+        defer { close(client) }
+        #expect(!UnixSocket.isListeningStream(client), "connected, not listening")
+        #expect(UnixSocket.boundPath(of: client) == nil, "a client socket is bound to no path")
+
+        let datagram = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(datagram) }
+        #expect(!UnixSocket.isListeningStream(datagram))
+        var pipeEnds: [Int32] = [0, 0]
+        #expect(pipe(&pipeEnds) == 0)
+        #expect(!UnixSocket.isListeningStream(pipeEnds[0]), "not a socket")
+        close(pipeEnds[0])
+        close(pipeEnds[1])
+    }
+
     @Test func staleSocketIsReplacedLiveOneAndOtherFilesAreNot() throws {
         let directory = makeTemporaryDirectory("placed-socket")
         defer { rmdir(directory) }

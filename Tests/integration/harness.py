@@ -1,4 +1,5 @@
 """Start and stop the real programs the integration tests talk to: gpsd (through gpsfake) and placed."""
+import functools
 import json
 import os
 import pathlib
@@ -13,6 +14,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@functools.cache  # each `swift build` call also leaves a TemporaryDirectory.* in /tmp
 def bin_path(config: str, name: str) -> pathlib.Path:
     """A binary of the Swift build (`config`: debug or release), as SwiftPM places it."""
     out = subprocess.run(
@@ -70,12 +72,12 @@ MOVE = re.compile(r"move (\d+) at (-?[\d.]+),(-?[\d.]+)")
 class Placed:
     """placed in the foreground; its log lines are collected as they arrive."""
 
-    def __init__(self, binary, *args, env=None):
+    def __init__(self, binary, *args, env=None, pass_fds=()):
         self.lines = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
             [str(binary), *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, env={**os.environ, **(env or {})})
+            text=True, env={**os.environ, **(env or {})}, pass_fds=pass_fds)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

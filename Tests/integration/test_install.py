@@ -6,7 +6,7 @@ from conftest import ROOT
 
 EXPECTED = [
     "usr/bin/placed", "usr/bin/placectl",
-    "usr/lib/systemd/system/placed.service",
+    "usr/lib/systemd/system/placed.service", "usr/lib/systemd/system/placed.socket",
     "usr/lib/sysusers.d/placed.conf", "usr/lib/tmpfiles.d/placed.conf",
     "etc/placed/placed.conf",
     "usr/share/dbus-1/system.d/io.placed.Placed1.conf",

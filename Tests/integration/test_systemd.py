@@ -1,4 +1,7 @@
 """placed as a systemd service: sd_notify protocol, watchdog, SIGHUP reload, and the shipped units."""
+import fcntl
+import json
+import os
 import re
 import shutil
 import signal
@@ -162,3 +165,101 @@ def test_sysusers_and_tmpfiles_parse(tmp_path):
     out = subprocess.run(["systemd-tmpfiles", "--root", str(root), "--create",
                           str(ROOT / "systemd" / "placed.tmpfiles.conf")], capture_output=True, text=True)
     assert (root / "var" / "lib" / "placed").is_dir(), out.stderr
+
+
+# --- socket activation (placed.socket) ----------------------------------------------------------
+
+
+def activated(placed_bin, tmp_path, listeners, *args):
+    """placed started as systemd starts a socket-activated service: `listeners` (open files or
+    sockets) at fds 3, 4, ... and LISTEN_PID/LISTEN_FDS naming them. The caller keeps its copies, as
+    systemd does, so connections queue while no placed runs."""
+    high = [fcntl.fcntl(f.fileno(), fcntl.F_DUPFD_CLOEXEC, 20) for f in listeners]
+    moves = " ".join("%d<&%d %d<&-" % (3 + i, fd, fd) for i, fd in enumerate(high))
+    script = 'exec %s; export LISTEN_PID=$$ LISTEN_FDS=%d; exec "$@"' % (moves, len(high))
+    try:
+        return Placed("bash", "-c", script, "bash", placed_bin, "--bus", "none", "--db", tmp_path / "places.db",
+                      "--selections", tmp_path / "selections.db", *args, pass_fds=high)
+    finally:
+        for fd in high:
+            os.close(fd)
+
+
+def unix_listener(path):
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(16)
+    return listener
+
+
+def varlink_call(sock, method):
+    sock.sendall(json.dumps({"method": "io.placed.Places." + method}).encode() + b"\0")
+    data = b""
+    while not data.endswith(b"\0"):
+        chunk = sock.recv(65536)
+        assert chunk, "placed closed the connection"
+        data += chunk
+    return json.loads(data[:-1])
+
+
+def test_socket_activation_keeps_clients_waiting_across_a_restart(placed_bin, places_db, tmp_path):
+    shutil.copy(places_db, tmp_path / "places.db")
+    listener = unix_listener(tmp_path / "passed")
+    # A client connects and asks before any placed runs: the call waits in the socket.
+    early = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    early.connect(str(tmp_path / "passed"))
+    early.settimeout(10)
+    placed = activated(placed_bin, tmp_path, [listener], "--static", "60.1699,24.9384,10",
+                       "--socket", tmp_path / "configured")
+    try:
+        assert varlink_call(early, "Status")["parameters"]["generation"] == 1
+        placed.wait_for(r"varlink: serving on %s, the socket systemd passed" % re.escape(str(tmp_path / "passed")))
+        placed.wait_for(r"warning: Socket=%s is not used" % re.escape(str(tmp_path / "configured")))
+        assert not (tmp_path / "configured").exists()
+    finally:
+        assert placed.stop() == 0
+    assert (tmp_path / "passed").exists(), "placed must not remove a socket systemd owns"
+
+    # Between two runs the socket still takes connections; the next placed answers them.
+    waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    waiting.connect(str(tmp_path / "passed"))
+    waiting.settimeout(10)
+    again = activated(placed_bin, tmp_path, [listener], "--static", "60.1699,24.9384,10")
+    try:
+        assert varlink_call(waiting, "Status")["parameters"]["places"] > 0
+    finally:
+        assert again.stop() == 0
+    listener.close()
+
+
+def test_socket_activation_refuses_what_it_cannot_serve(placed_bin, places_db, tmp_path):
+    shutil.copy(places_db, tmp_path / "places.db")
+    with open(tmp_path / "places.db", "rb") as not_a_socket:
+        placed = activated(placed_bin, tmp_path, [not_a_socket], "--static", "60.1699,24.9384,10")
+        assert placed.proc.wait(timeout=10) == 1
+    placed.wait_for(r"cannot serve varlink: socket activation: fd 3 is not a listening Unix stream socket")
+
+    first, second = unix_listener(tmp_path / "a"), unix_listener(tmp_path / "b")
+    placed = activated(placed_bin, tmp_path, [first, second], "--static", "60.1699,24.9384,10")
+    assert placed.proc.wait(timeout=10) == 1
+    placed.wait_for(r"cannot serve varlink: socket activation: 2 sockets passed, placed takes one")
+
+
+def test_socket_unit_verifies_and_matches_the_service(placed_bin, tmp_path):
+    unit_copy(tmp_path, placed_bin)
+    shutil.copy(ROOT / "systemd" / "placed.socket", tmp_path / "placed.socket")
+    out = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "placed.socket")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "placed.s" not in out.stderr, out.stderr
+    socket_unit = (ROOT / "systemd" / "placed.socket").read_text()
+    config = (ROOT / "etc" / "placed" / "placed.conf").read_text()
+    path = re.search(r"^ListenStream=(\S+)$", socket_unit, re.M).group(1)
+    assert re.search(r"^#?\s*Socket=%s$" % re.escape(path), config, re.M), "the unit listens where placed would"
+    for line in ["SocketMode=0660", "SocketGroup=placed", "RemoveOnStop=yes"]:
+        assert re.search("^%s$" % re.escape(line), socket_unit, re.M), line
+    service = (ROOT / "systemd" / "placed.service").read_text()
+    # The service's RuntimeDirectory= is the socket's directory: kept when placed stops, or the
+    # socket file would go with it.
+    assert re.search(r"^RuntimeDirectoryPreserve=yes$", service, re.M)
+    assert re.search(r"^Also=placed\.socket$", service, re.M)
