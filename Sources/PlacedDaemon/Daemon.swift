@@ -63,8 +63,7 @@ public final class Daemon {
         marker = try selections.last()
         if selections.isReadOnly {
             Log.warning(
-                "selection log \(selections.path) is read-only: selections are refused until it is writable "
-                    + "and placed restarts")
+                "selection log \(selections.path) is read-only: selections are refused until it is writable")
         }
     }
 
@@ -253,6 +252,7 @@ public final class Daemon {
             throw ServiceError(error)
         }
         let at = location ?? history.latest!.fix
+        if selections.isReadOnly { reopenSelectionLog() }
         let recorded: Marker
         do {
             recorded = try selections.append(
@@ -286,6 +286,12 @@ public final class Daemon {
         } else if let fix = location ?? filter.reference {
             rerank(at: fix)
         }
+    }
+
+    /// A log that opened read-only is tried again before each selection, so one made writable again
+    /// (remounted, chmod) takes selections without a restart.
+    private func reopenSelectionLog() {
+        if selections.reopen() { Log.notice("selection log \(selections.path) is writable again") }
     }
 
     public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {

@@ -33,8 +33,9 @@ public enum SelectionLogError: Error, Equatable, CustomStringConvertible {
 /// acknowledged selection survives a crash or a power cut.
 public final class SelectionLog {
     public let path: String
-    private let database: Database
-    private let insert: Statement
+    private let busyTimeout: Int
+    /// nil only when `reopen` could open the file in neither way: then every call fails.
+    private var connection: Connection?
     /// Selections per place id: the ranking priors, kept current as selections are appended.
     public private(set) var counts: [String: Int] = [:]
 
@@ -75,34 +76,69 @@ public final class SelectionLog {
     /// `readOnly`, so the daemon keeps ranking instead of refusing to start.
     public init(path: String, busyTimeout: Int = 5000) throws(SelectionLogError) {
         self.path = path
-        do {
-            database = try Self.openForWriting(path, busyTimeout: busyTimeout)
-            isReadOnly = database.isReadOnly
-        } catch let writeError {
-            // Read-only media or file: serve what is there. Busy is another writer, not a read-only log.
-            guard writeError.primaryCode != SQLITE_BUSY, writeError.primaryCode != SQLITE_LOCKED,
-                let reader = try? Self.openForReading(path, busyTimeout: busyTimeout)
-            else {
-                throw .cannotOpen(path: path, reason: writeError.message)
-            }
-            database = reader
-            isReadOnly = true
-        }
-        do {
-            insert = try database.prepare(
-                "INSERT INTO selections(\(Self.insertedColumns))"
-                    + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-            let count = try database.prepare("SELECT place_id, count(*) FROM selections GROUP BY place_id")
-            while try count.step() {
-                counts[count.text(at: 0) ?? "", default: 0] = Int(count.int64(at: 1))
-            }
-        } catch {
-            throw .cannotOpen(path: path, reason: error.message)
-        }
+        self.busyTimeout = busyTimeout
+        let opened = try Connection(path: path, busyTimeout: busyTimeout)
+        connection = opened
+        counts = opened.counts
     }
 
     /// Whether appends are refused because the file could only be opened for reading.
-    public let isReadOnly: Bool
+    public var isReadOnly: Bool { connection?.isReadOnly ?? true }
+
+    /// Opens a log that could only be read again, for writing if it now can be (remounted read-write,
+    /// mode changed). Returns whether appends are taken now.
+    @discardableResult
+    public func reopen() -> Bool {
+        guard isReadOnly else { return true }
+        // Close first: SQLite shares one WAL index among a process's connections to a file, and the
+        // read-only one would keep a new connection from writing.
+        connection = nil
+        connection = try? Connection(path: path, busyTimeout: busyTimeout)
+        counts = connection?.counts ?? counts
+        return !isReadOnly
+    }
+
+    /// The open database, or `readOnly` when `reopen` left none.
+    private func open() throws(SelectionLogError) -> Connection {
+        guard let connection else { throw .readOnly(path: path) }
+        return connection
+    }
+
+    private struct Connection {
+        let database: Database
+        let insert: Statement
+        let isReadOnly: Bool
+        let counts: [String: Int]
+
+        init(path: String, busyTimeout: Int) throws(SelectionLogError) {
+            do {
+                database = try SelectionLog.openForWriting(path, busyTimeout: busyTimeout)
+                isReadOnly = database.isReadOnly
+            } catch let writeError {
+                // Read-only media or file: serve what is there. Busy is another writer, not a read-only log.
+                guard writeError.primaryCode != SQLITE_BUSY, writeError.primaryCode != SQLITE_LOCKED,
+                    let reader = try? SelectionLog.openForReading(path, busyTimeout: busyTimeout)
+                else {
+                    throw .cannotOpen(path: path, reason: writeError.message)
+                }
+                database = reader
+                isReadOnly = true
+            }
+            do {
+                insert = try database.prepare(
+                    "INSERT INTO selections(\(SelectionLog.insertedColumns))"
+                        + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                let count = try database.prepare("SELECT place_id, count(*) FROM selections GROUP BY place_id")
+                var counts: [String: Int] = [:]
+                while try count.step() {
+                    counts[count.text(at: 0) ?? "", default: 0] = Int(count.int64(at: 1))
+                }
+                self.counts = counts
+            } catch {
+                throw .cannotOpen(path: path, reason: error.message)
+            }
+        }
+    }
 
     private static func openForWriting(_ path: String, busyTimeout: Int) throws(SQLiteError) -> Database {
         let database = try Database(path: path, mode: .readWriteCreate)
@@ -130,6 +166,8 @@ public final class SelectionLog {
 
     /// Records `marker` durably and returns it with its selection id.
     public func append(_ marker: Marker) throws(SelectionLogError) -> Marker {
+        let connection = try open()
+        let insert = connection.insert
         do {
             defer { insert.reset() }
             let place = marker.place.place, fix = marker.location
@@ -155,13 +193,14 @@ public final class SelectionLog {
             throw SelectionLogError(error, path: path)
         }
         var recorded = marker
-        recorded.selection = database.lastInsertRowID
+        recorded.selection = connection.database.lastInsertRowID
         counts[marker.place.place.id, default: 0] += 1
         return recorded
     }
 
     /// Selections newest first; `before` (a selection id) pages back through older ones.
     public func history(limit: Int, before: Int64? = nil) throws(SelectionLogError) -> [Marker] {
+        let database = try open().database
         do {
             let query = try database.prepare(
                 "SELECT \(Self.columns) FROM selections WHERE id < ? ORDER BY id DESC LIMIT ?")
@@ -178,8 +217,8 @@ public final class SelectionLog {
     /// Folds the write-ahead log into the database file at shutdown, so a clean stop leaves one file.
     /// Every selection is already durable; this only tidies.
     public func checkpoint() {
-        guard !isReadOnly else { return }
-        try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        guard let connection, !connection.isReadOnly else { return }
+        try? connection.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     /// The newest selection: the marker restored at start.

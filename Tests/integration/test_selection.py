@@ -296,4 +296,13 @@ def test_a_read_only_selection_log_fails_selections_while_rankings_go_on(small_t
         places.Refresh()
         assert places.Current()["generation"] == 2, "rankings go on"
         assert places.History()["markers"] == [marker]
+
+        # Writable again: the next selection is taken, without a restart.
+        subprocess.run(["mount", "-o", "remount,rw", small_tmpfs], check=True)
+        second = places.Select(top_ids(places)[1])["marker"]
+        assert second["selection"] == marker["selection"] + 1
+        placed.wait_for(r"selection log .* is writable again")
+        assert places.History()["markers"] == [second, marker]
     assert placed.stop() == 0
+    with sqlite3.connect(selections) as db:
+        assert db.execute("select id from selections order by id").fetchall() == [(1,), (2,)]
