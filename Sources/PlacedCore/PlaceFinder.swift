@@ -1,72 +1,51 @@
-/// Finds a ranking's candidates: every place whose footprint may come within R of a fix.
+/// Coordinates of footprints that reach beyond them, found by "may come within R of here".
 ///
 /// `PlaceIndex` finds coordinates, but an area reaches beyond its coordinate (a point inside it), so
 /// a radius query on coordinates alone would miss a park whose edge is near and whose inside point is
-/// not. Places are therefore grouped by *reach*, the farthest their bounding box extends from their
+/// not. Members are therefore grouped by *reach*, the farthest their bounding box extends from their
 /// coordinate: points (reach 0) in one index queried with R exactly, areas in tiers of doubling reach,
 /// each queried with R plus its tier's bound. The few large areas widen only their own small query,
 /// never the dense one of points.
-public struct PlaceFinder: Sendable {
-    public let places: [Place]
+public struct ReachIndex: Sendable {
     private let tiers: [Tier]
 
     private struct Tier: Sendable {
         /// Every member reaches at most this far from its coordinate, metres.
         var reach: Double
         var index: PlaceIndex
-        /// `members[i]`: the position in `places` of the index's i-th coordinate.
+        /// `members[i]`: the member number of the index's i-th coordinate.
         var members: [Int32]
     }
 
     /// Smallest tier bound above 0, metres; bounds double from here.
     static let firstReach = 16.0
 
-    /// Indexes `places`; a place with an invalid coordinate is never found.
-    public init(places: [Place]) {
-        self.places = places
+    /// Member `i` is at `coordinates[i]` and reaches `reaches[i]` metres from it; a member with an
+    /// invalid coordinate is never found.
+    public init(coordinates: [Coordinate], reaches: [Double]) {
+        precondition(coordinates.count == reaches.count, "one reach per coordinate")
         var groups: [Int: [Int32]] = [:]  // tier number → members; 0 is the points
-        for (position, place) in places.enumerated() where place.coordinate.isValid {
-            groups[Self.tier(forReach: Self.reach(of: place)), default: []].append(Int32(position))
+        for (member, coordinate) in coordinates.enumerated() where coordinate.isValid {
+            groups[Self.tier(forReach: reaches[member]), default: []].append(Int32(member))
         }
         tiers = groups.keys.sorted().map { tier in
             let members = groups[tier]!
             return Tier(
-                reach: Self.bound(ofTier: tier),
-                index: PlaceIndex(coordinates: members.map { places[Int($0)].coordinate }),
+                reach: Self.bound(ofTier: tier), index: PlaceIndex(coordinates: members.map { coordinates[Int($0)] }),
                 members: members)
         }
     }
 
-    /// Places that may lie within `radius` metres of `center` (a superset: the ranker measures each
+    /// Members that may lie within `radius` metres of `center` (a superset: the ranker measures each
     /// footprint exactly), grouped by tier, each tier nearest first.
-    public func candidates(within radius: Double, of center: Coordinate) -> [Place] {
-        var found: [Place] = []
+    public func members(within radius: Double, of center: Coordinate) -> [Int32] {
+        var found: [Int32] = []
         var neighbours: [PlaceIndex.Neighbor] = []
         for tier in tiers {
             tier.index.within(radius + tier.reach, of: center, into: &neighbours)
-            for n in neighbours { found.append(places[Int(tier.members[n.index])]) }
+            for n in neighbours { found.append(tier.members[n.index]) }
         }
         return found
-    }
-
-    /// The candidates `ranker` needs for `fix`: those within its search radius.
-    public func candidates(for fix: Fix, ranker: Ranker) -> [Place] {
-        candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
-    }
-
-    /// Metres from the coordinate to the farthest corner of the bounding box; 0 for a point.
-    static func reach(of place: Place) -> Double {
-        guard place.area > 0, let box = place.bounds else { return 0 }
-        let projection = LocalProjection(origin: place.coordinate)
-        var farthest = 0.0
-        for latitude in [box.minLatitude, box.maxLatitude] {
-            for longitude in [box.minLongitude, box.maxLongitude] {
-                farthest = max(farthest, projection.distance(to: Coordinate(latitude: latitude, longitude: longitude)))
-            }
-        }
-        // The index measures in the query's plane, the reach in the place's: a part per thousand at
-        // 10 km covers the difference.
-        return farthest * 1.001
     }
 
     /// 0 for reach 0, then 1 for reach ≤ 16 m, 2 for ≤ 32 m, …
@@ -86,5 +65,44 @@ public struct PlaceFinder: Sendable {
         var bound = firstReach
         for _ in 1..<tier { bound *= 2 }
         return bound
+    }
+}
+
+extension Place {
+    /// Metres from the coordinate to the farthest corner of the bounding box; 0 for a point.
+    public var reach: Double {
+        guard area > 0, let box = bounds else { return 0 }
+        let projection = LocalProjection(origin: coordinate)
+        var farthest = 0.0
+        for latitude in [box.minLatitude, box.maxLatitude] {
+            for longitude in [box.minLongitude, box.maxLongitude] {
+                farthest = max(farthest, projection.distance(to: Coordinate(latitude: latitude, longitude: longitude)))
+            }
+        }
+        // The index measures in the query's plane, the reach in the place's: a part per thousand at
+        // 10 km covers the difference.
+        return farthest * 1.001
+    }
+}
+
+/// Finds a ranking's candidates among places held in memory: every place whose footprint may come
+/// within R of a fix (see `ReachIndex`).
+public struct PlaceFinder: Sendable {
+    public let places: [Place]
+    private let index: ReachIndex
+
+    public init(places: [Place]) {
+        self.places = places
+        index = ReachIndex(coordinates: places.map(\.coordinate), reaches: places.map(\.reach))
+    }
+
+    /// Places that may lie within `radius` metres of `center`, grouped by tier, each tier nearest first.
+    public func candidates(within radius: Double, of center: Coordinate) -> [Place] {
+        index.members(within: radius, of: center).map { places[Int($0)] }
+    }
+
+    /// The candidates `ranker` needs for `fix`: those within its search radius.
+    public func candidates(for fix: Fix, ranker: Ranker) -> [Place] {
+        candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
     }
 }

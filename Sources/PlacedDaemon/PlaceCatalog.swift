@@ -6,14 +6,18 @@ import PlacedStore
 #endif
 
 /// The places the daemon ranks from: the loaded `PlaceSet` (spatial index and columns in memory,
-/// names and shapes in the file) plus every area in full, since an area reaches beyond its point.
+/// names and shapes in the file) plus a `ReachIndex` of the areas, since an area reaches beyond its
+/// point.
 ///
-/// Points are found through the set's index with the search radius itself and read from the file
-/// only when they are candidates (a bounded cache keeps the neighbourhood of the last moves);
-/// areas, a small share of any extract, live in a `PlaceFinder` that accounts for their reach.
+/// Points are found through the set's index with the search radius itself, areas through their
+/// reach; either is read from the file only when it is a candidate (a bounded cache keeps the
+/// neighbourhood of the last moves). Nothing per area but its number is held, so start-up reads no
+/// rows, however many areas there are.
 final class PlaceCatalog {
     let placeSet: PlaceSet
-    private let areas: PlaceFinder
+    private let areas: ReachIndex
+    /// `areaNumbers[member]`: the place number of the area index's member.
+    private let areaNumbers: [Int32]
     private var cache: [Int: Place] = [:]
     private var neighbours: [PlaceIndex.Neighbor] = []
     static let cacheLimit = 4096
@@ -25,12 +29,13 @@ final class PlaceCatalog {
 
     init(path: String) throws(PlaceDatabaseError) {
         identity = FileIdentity(path: path)
-        placeSet = try PlaceDatabase.open(path: path).load()
-        var areaPlaces: [Place] = []
-        for index in 0..<placeSet.count where placeSet.areas[index] > 0 {
-            areaPlaces.append(try placeSet.place(at: index))
-        }
-        areas = PlaceFinder(places: areaPlaces)
+        let set = try PlaceDatabase.open(path: path).load()
+        let numbers = (0..<set.count).filter { set.areas[$0] > 0 }.map { Int32($0) }
+        placeSet = set
+        areaNumbers = numbers
+        areas = ReachIndex(
+            coordinates: numbers.map { set.coordinate(of: Int($0)) },
+            reaches: numbers.map { Double(set.reaches[Int($0)]) })
     }
 
     /// Every place whose footprint may lie within `radius` of `center`.
@@ -41,7 +46,9 @@ final class PlaceCatalog {
         for neighbour in neighbours where placeSet.areas[neighbour.index] == 0 {
             found.append(try place(at: neighbour.index))
         }
-        found += areas.candidates(within: radius, of: center)
+        for member in areas.members(within: radius, of: center) {
+            found.append(try place(at: Int(areaNumbers[Int(member)])))
+        }
         return found
     }
 

@@ -44,19 +44,23 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 
 /// The places file: one SQLite database, written whole by an import and only read by the daemon.
 ///
-/// Layout (schema version 1):
+/// Layout (schema version 2):
 /// - `places`: one row per place, rowid 1…n **in the spatial index's tree order**, so the index's
 ///   place numbers are `rowid - 1` and the rows of nearby places share pages.
 /// - `meta`: `schema_version`, `place_count`, `imported_at` (ISO 8601 UTC).
 /// - `kinds`: the distinct `kind` strings, numbered from 0.
 /// - `place_columns`: what start-up needs, as BLOBs, so loading is a few large reads rather than a
 ///   scan of every row: `index` (`PlaceIndex.serialized()`), `area` (float32 m² per place),
-///   `kind` (uint32 code per place), all little-endian.
+///   `reach` (float32 metres from the point to the farthest bounding-box corner, `Place.reach`; 0 for
+///   a point), `kind` (uint32 code per place), all little-endian.
+///
+/// Version 2 added `reach`, so that start-up need not read every area's row; a version 1 file is
+/// refused by name and imported again.
 ///
 /// Other tables (selections) can join later under a higher schema version; the places part is
 /// replaced as a whole file by `replace(at:with:)`.
 public final class PlaceDatabase {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     public let path: String
     public let placeCount: Int
@@ -154,13 +158,17 @@ public final class PlaceDatabase {
             }
 
             let areas: [Float] = try readArrayColumn("area")
+            let reaches: [Float] = try readArrayColumn("reach")
+            if let bad = reaches.firstIndex(where: { !($0.isFinite && $0 >= 0) }) {
+                throw PlaceDatabaseError.corrupt(path: path, detail: "place \(bad) has reach \(reaches[bad])")
+            }
             let kindCodes: [UInt32] = try readArrayColumn("kind")
             if let bad = kindCodes.firstIndex(where: { Int($0) >= kinds.count }) {
                 throw PlaceDatabaseError.corrupt(
                     path: path, detail: "place \(bad) has kind code \(kindCodes[bad]) of \(kinds.count)")
             }
             return PlaceSet(
-                database: self, index: index, areas: areas, kindCodes: kindCodes, kinds: kinds)
+                database: self, index: index, areas: areas, reaches: reaches, kindCodes: kindCodes, kinds: kinds)
         } catch {
             throw Self.lift(error, path: path)
         }
@@ -278,16 +286,20 @@ public final class PlaceSet {
     public let index: PlaceIndex
     /// Area in square metres per place (0 for points).
     public let areas: [Float]
+    /// How far each place's footprint reaches from its point, metres (0 for points; `Place.reach`).
+    public let reaches: [Float]
     /// Kind code per place; `kinds[code]` is the kind ("amenity=cafe").
     public let kindCodes: [UInt32]
     public let kinds: [String]
 
     init(
-        database: PlaceDatabase, index: PlaceIndex, areas: [Float], kindCodes: [UInt32], kinds: [String]
+        database: PlaceDatabase, index: PlaceIndex, areas: [Float], reaches: [Float], kindCodes: [UInt32],
+        kinds: [String]
     ) {
         self.database = database
         self.index = index
         self.areas = areas
+        self.reaches = reaches
         self.kindCodes = kindCodes
         self.kinds = kinds
     }

@@ -119,8 +119,10 @@ extension PlaceDatabase {
                     """)
                 var kindCodes: [String: UInt32] = [:]
                 var areaColumn = [UInt8]()
+                var reachColumn = [UInt8]()
                 var kindColumn = [UInt8]()
                 areaColumn.reserveCapacity(4 * places.count)
+                reachColumn.reserveCapacity(4 * places.count)
                 kindColumn.reserveCapacity(4 * places.count)
                 for (number, original) in order.enumerated() {
                     let place = places[Int(original)]
@@ -162,6 +164,11 @@ extension PlaceDatabase {
                     withUnsafeBytes(of: Float(place.area).bitPattern.littleEndian) {
                         areaColumn.append(contentsOf: $0)
                     }
+                    // Rounded up, so the stored reach never falls short of the footprint.
+                    let reach = place.reach > 0 ? Float(place.reach).nextUp : 0
+                    withUnsafeBytes(of: reach.bitPattern.littleEndian) {
+                        reachColumn.append(contentsOf: $0)
+                    }
                     withUnsafeBytes(of: code.littleEndian) { kindColumn.append(contentsOf: $0) }
                 }
 
@@ -176,7 +183,8 @@ extension PlaceDatabase {
                 let insertColumn = try database.prepare(
                     "INSERT INTO place_columns(name, data) VALUES (?, ?)")
                 for (name, bytes) in [
-                    ("index", index.serialized()), ("area", areaColumn), ("kind", kindColumn),
+                    ("index", index.serialized()), ("area", areaColumn), ("reach", reachColumn),
+                    ("kind", kindColumn),
                 ] {
                     try insertColumn.bind(name, at: 1)
                     try insertColumn.bind(blob: bytes, at: 2)

@@ -7,15 +7,21 @@ import PlacedStore
     import Glibc
 #endif
 
-/// `placed-bench load [--places N] [--database PATH]`. Default 1 M places in /tmp.
+/// `placed-bench load [--places N] [--database PATH] [--keep]`. Default 1 M places in /tmp, deleted at
+/// the end unless `--keep` (bench/startup.py starts the daemon on it).
 func runLoadBenchmark(_ arguments: [String]) throws {
     if arguments.first == "--measure", arguments.count == 3 {
         return try LoadMeasurement.run(path: arguments[1], mode: arguments[2])
     }
     var count = 1_000_000
     var path = "/tmp/placed-bench-load.db"
+    var keep = false
     var remaining = arguments[...]
     while let argument = remaining.popFirst() {
+        if argument == "--keep" {
+            keep = true
+            continue
+        }
         guard let value = remaining.popFirst() else { throw BenchmarkUsage("\(argument) needs a value") }
         switch argument {
         case "--places": count = Int(value) ?? count
@@ -23,7 +29,7 @@ func runLoadBenchmark(_ arguments: [String]) throws {
         default: throw BenchmarkUsage("unknown option \(argument)")
         }
     }
-    defer { unlink(path) }
+    defer { if !keep { unlink(path) } }
 
     let places = LoadMeasurement.syntheticPlaces(count: count)
     let writeStart = BenchClock.now()

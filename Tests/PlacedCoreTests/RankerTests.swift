@@ -511,13 +511,13 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
     }
 
     @Test func reachTiersDoubleFromSixteenMetres() {
-        #expect(PlaceFinder.tier(forReach: 0) == 0)
-        #expect(PlaceFinder.tier(forReach: 0.1) == 1)
-        #expect(PlaceFinder.tier(forReach: 16) == 1)
-        #expect(PlaceFinder.tier(forReach: 16.01) == 2)
-        #expect(PlaceFinder.bound(ofTier: 2) == 32)
-        #expect(PlaceFinder.tier(forReach: 1000) == 7)
-        #expect(PlaceFinder.bound(ofTier: 7) == 1024)
+        #expect(ReachIndex.tier(forReach: 0) == 0)
+        #expect(ReachIndex.tier(forReach: 0.1) == 1)
+        #expect(ReachIndex.tier(forReach: 16) == 1)
+        #expect(ReachIndex.tier(forReach: 16.01) == 2)
+        #expect(ReachIndex.bound(ofTier: 2) == 32)
+        #expect(ReachIndex.tier(forReach: 1000) == 7)
+        #expect(ReachIndex.bound(ofTier: 7) == 1024)
     }
 
     @Test func aPlaceWithAnInvalidCoordinateIsNeverFound() {

@@ -92,6 +92,9 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
             #expect(set.coordinate(of: number) == original.coordinate)
             #expect(set.kind(of: number) == original.kind)
             #expect(set.areas[number] == Float(original.area))
+            #expect(Double(set.reaches[number]) >= original.reach, "never short of the footprint")
+            #expect(Double(set.reaches[number]) <= original.reach * 1.000_001)
+            #expect((set.reaches[number] == 0) == (original.area == 0 || original.bounds == nil))
             #expect(try set.placeIndex(ofID: original.id) == number)
             seen.insert(place.id)
         }

@@ -1,0 +1,91 @@
+import PlacedCore
+import PlacedStore
+import Testing
+
+@testable import PlacedDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private let centre = Coordinate(latitude: 60.1699, longitude: 24.9384)
+
+private func offset(east: Double, north: Double) -> Coordinate {
+    let p = LocalProjection(origin: centre)
+    return Coordinate(
+        latitude: centre.latitude + north / p.metresPerDegreeLatitude,
+        longitude: centre.longitude + east / p.metresPerDegreeLongitude)
+}
+
+/// A rectangle west…east × south…north (metres from the centre) whose point is `inside`.
+private func rectangle(_ id: String, west: Double, south: Double, east: Double, north: Double, inside: (Double, Double))
+    -> Place
+{
+    let ring = [(west, south), (east, south), (east, north), (west, north), (west, south)].map {
+        offset(east: $0.0, north: $0.1)
+    }
+    return Place(
+        id: id, name: id, kind: "leisure=park", coordinate: offset(east: inside.0, north: inside.1),
+        area: (east - west) * (north - south),
+        bounds: BoundingBox(
+            minLatitude: ring[0].latitude, minLongitude: ring[0].longitude, maxLatitude: ring[2].latitude,
+            maxLongitude: ring[2].longitude),
+        outline: ring)
+}
+
+@Suite struct PlaceCatalogTests {
+    /// The catalog holds only the areas' numbers and reaches, read from the file's columns; it must still
+    /// find every place whose footprint is near, in particular a large area whose point is far away.
+    @Test func findsEveryFootprintWithinTheRadiusFromTheStoredReach() throws {
+        var rng = SplitMix64(seed: 11)
+        var places: [Place] = []
+        for i in 0..<500 {
+            let east = rng.uniform(in: -300...300), north = rng.uniform(in: -300...300)
+            if i % 5 == 0 {
+                let half = rng.uniform(in: 5...40)
+                places.append(
+                    rectangle(
+                        "osm:way/\(i)", west: east - half, south: north - half, east: east + half,
+                        north: north + half, inside: (east, north)))
+            } else {
+                places.append(
+                    Place(
+                        id: "osm:node/\(i)", name: "\(i)", kind: "amenity=cafe",
+                        coordinate: offset(east: east, north: north)))
+            }
+        }
+        for i in 0..<10 {
+            let west = rng.uniform(in: -400...100), south = rng.uniform(in: -400...100)
+            let width = rng.uniform(in: 100...800), height = rng.uniform(in: 100...800)
+            places.append(
+                rectangle(
+                    "osm:way/large\(i)", west: west, south: south, east: west + width, north: south + height,
+                    inside: (west + width * 0.95, south + height * 0.95)))
+        }
+        var template = Array("/tmp/placed-catalog-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        let path = directory + "/places.db"
+        defer {
+            unlink(path)
+            rmdir(directory)
+        }
+        try PlaceDatabase.replace(at: path, with: places)
+        let catalog = try PlaceCatalog(path: path)
+
+        var largeAreasFound = 0
+        for _ in 0..<300 {
+            let here = offset(east: rng.uniform(in: -350...350), north: rng.uniform(in: -350...350))
+            let radius = rng.uniform(in: 50...250)
+            let projection = LocalProjection(origin: here)
+            let expected = Set(places.filter { $0.footprintDistance(from: projection) <= radius }.map(\.id))
+            let found = try catalog.candidates(within: radius, of: here)
+            #expect(expected.subtracting(found.map(\.id)).isEmpty)
+            #expect(Set(found.map(\.id)).count == found.count, "each place once")
+            largeAreasFound += found.filter { $0.id.contains("large") && expected.contains($0.id) }.count
+            for place in found where place.area > 0 {
+                #expect(place.outline != nil, "areas come with their outline, read from the file")
+            }
+        }
+        #expect(largeAreasFound > 50)
+    }
+}

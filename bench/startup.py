@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Daemon start-up: placed from exec to READY=1 (places loaded, first ranking out, socket serving),
+and its RSS then, on the Helsinki extract and on 1 M synthetic places (a third of them areas), with
+the page cache warm and cold. Each run is a fresh placed with a static location and no D-Bus.
+
+`placed-bench load` times PlaceDatabase open + load alone; this is the whole daemon around it.
+
+Usage: bench/startup.py [--runs N]
+"""
+import argparse
+import os
+import pathlib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "Tests" / "integration"))
+from harness import bin_path  # noqa: E402
+
+HELSINKI = ROOT / "data" / "helsinki-center.osm.pbf"
+
+
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def start_once(placed, database, work):
+    """Seconds from spawn to READY=1, and VmRSS then in MB."""
+    notify_path = work / "notify"
+    if notify_path.exists():
+        notify_path.unlink()
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(notify_path))
+    notify.settimeout(0.1)
+    log = open(work / "placed.log", "w+")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [str(placed), "--bus", "none", "--static", "60.1699,24.9384,10", "--db", str(database),
+         "--selections", str(work / "selections.db"), "--socket", str(work / "sock")],
+        env={**os.environ, "NOTIFY_SOCKET": str(notify_path)}, stderr=log)
+    try:
+        while True:
+            try:
+                if "READY=1" in notify.recv(4096).decode():
+                    break
+            except socket.timeout:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    sys.exit("bench/startup.py: placed exited with %d: %s" % (proc.returncode, log.read()))
+        seconds = time.monotonic() - started
+        with open("/proc/%d/status" % proc.pid) as status:
+            rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        notify.close()
+        log.close()
+    return seconds, rss
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    runs = parser.parse_args().runs
+    placed, placectl, bench = (bin_path("release", n) for n in ("placed", "placectl", "placed-bench"))
+    with tempfile.TemporaryDirectory(prefix="placed-startup-") as tmp:
+        work = pathlib.Path(tmp)
+        helsinki = work / "helsinki.db"
+        subprocess.run([placectl, "import", HELSINKI, "--db", helsinki], check=True, stdout=subprocess.DEVNULL)
+        million = work / "million.db"
+        subprocess.run([bench, "load", "--places", "1000000", "--database", million, "--keep"], check=True,
+                       stdout=subprocess.DEVNULL)
+        print("startup: placed from exec to READY=1 (first ranking out), median of %d fresh runs" % runs)
+        print("database              cache   ready ms   RSS MB")
+        for label, database in [("Helsinki 1,636", helsinki), ("synthetic 1,000,000", million)]:
+            for cache in ("warm", "cold"):
+                results = []
+                for _ in range(runs):
+                    if cache == "cold":
+                        evict(database)
+                    else:
+                        start_once(placed, database, work)  # warm the cache
+                    results.append(start_once(placed, database, work))
+                ms = statistics.median(r[0] for r in results) * 1000
+                rss = statistics.median(r[1] for r in results)
+                print("%-21s %-7s %8.1f %8.1f" % (label, cache, ms, rss))
+
+
+if __name__ == "__main__":
+    main()
