@@ -95,7 +95,7 @@ extension Configuration {
 
         options:
           --gpsd HOST:PORT          read fixes from gpsd (default localhost:2947)
-          --static LAT,LON[,ACC]    a fixed position instead of gpsd (kiosks); ACC in metres (default 10)
+          --static LAT,LON[,ACC]    a fixed position instead of gpsd (kiosks); ACC: 1-sigma metres (default 10)
           --distance-filter M       metres between moves (default 50; 0 = every fix)
           --gpsd-timeout S          seconds of silence before gpsd counts as gone (default 30)
           --db PATH                 places database (default /var/lib/placed/places.db)
