@@ -40,6 +40,30 @@ public enum UnixSocket {
         return fd
     }
 
+    /// The socket file a listener was bound to, remembered so that it is removed only while it is still
+    /// that file: by the time placed stops, systemd (placed.socket) may have bound a new socket at the
+    /// same path, and removing that one would leave its listener unreachable.
+    public struct BoundFile: Equatable {
+        public let path: String
+        let device: UInt64
+        let inode: UInt64
+
+        /// The socket file at `path` now; nil when there is none.
+        public init?(path: String) {
+            var status = stat()
+            guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+            self.path = path
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+        }
+
+        /// Removes the file if it is still this one.
+        public func remove() {
+            guard BoundFile(path: path) == self else { return }
+            unlink(path)
+        }
+    }
+
     /// Whether `fd` is a Unix stream socket that listens (what `sd_is_socket_unix` checks).
     public static func isListeningStream(_ fd: Int32) -> Bool {
         func option(_ name: Int32) -> Int32? {

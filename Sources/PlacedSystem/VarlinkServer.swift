@@ -57,8 +57,8 @@ public final class VarlinkServer {
     public let configuration: Configuration
     private let loop: EventLoop
     private let listener: Int32
-    /// The socket path this server created and removes on `close()`; nil for an inherited socket.
-    private let path: String?
+    /// The socket file this server created and removes on `close()`; nil for an inherited socket.
+    private let boundFile: UnixSocket.BoundFile?
     private var acceptSource: EventSource?
     private var acceptRetry: EventSource?
     private var interfaces: [(interface: VarlinkInterface, handler: Handler)] = []
@@ -73,7 +73,8 @@ public final class VarlinkServer {
         loop: EventLoop, path: String, mode: mode_t = 0o660, configuration: Configuration
     ) throws(SystemError) {
         let fd = try UnixSocket.listen(path: path, mode: mode)
-        try self.init(loop: loop, listening: fd, path: path, configuration: configuration)
+        try self.init(
+            loop: loop, listening: fd, boundFile: UnixSocket.BoundFile(path: path), configuration: configuration)
     }
 
     /// Serves on an already listening socket (e.g. from systemd socket activation). The server owns
@@ -81,15 +82,17 @@ public final class VarlinkServer {
     public convenience init(loop: EventLoop, listening fd: Int32, configuration: Configuration)
         throws(SystemError)
     {
-        try self.init(loop: loop, listening: fd, path: nil, configuration: configuration)
+        try self.init(loop: loop, listening: fd, boundFile: nil, configuration: configuration)
     }
 
-    private init(loop: EventLoop, listening fd: Int32, path: String?, configuration: Configuration)
+    private init(
+        loop: EventLoop, listening fd: Int32, boundFile: UnixSocket.BoundFile?, configuration: Configuration
+    )
         throws(SystemError)
     {
         self.loop = loop
         self.listener = fd
-        self.path = path
+        self.boundFile = boundFile
         self.configuration = configuration
         // Thousands of clients need thousands of descriptors; failing to raise is not fatal.
         _ = try? ProcessLimits.raiseOpenFileLimit()
@@ -147,7 +150,7 @@ public final class VarlinkServer {
         acceptRetry = nil
         processingSource = nil
         Glibc.close(listener)
-        if let path { unlink(path) }
+        boundFile?.remove()
         let all = connections.values
         connections = [:]
         needProcessing = []

@@ -614,6 +614,23 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
         }
     }
 
+    @Test func aBoundFileIsRemovedOnlyWhileItIsStillOurs() throws {
+        let directory = makeTemporaryDirectory("placed-socket")
+        defer { rmdir(directory) }
+        let path = directory + "/s"
+        let ours = try UnixSocket.listen(path: path)
+        let bound = try #require(UnixSocket.BoundFile(path: path))
+        unlink(path)  // as systemd does before binding placed.socket at the same path
+        let theirs = try UnixSocket.listen(path: path)
+        bound.remove()
+        #expect(access(path, F_OK) == 0, "another listener's file stays")
+        close(ours)
+        try #require(UnixSocket.BoundFile(path: path)).remove()
+        #expect(access(path, F_OK) != 0, "our own file goes")
+        close(theirs)
+        #expect(UnixSocket.BoundFile(path: directory) == nil, "a directory is no socket file")
+    }
+
     /// What socket activation checks of a passed descriptor before serving on it.
     @Test func onlyAListeningUnixStreamSocketPasses() throws {
         let directory = makeTemporaryDirectory("placed-socket")
