@@ -93,7 +93,10 @@ public final class SelectionLog {
         // Close first: SQLite shares one WAL index among a process's connections to a file, and the
         // read-only one would keep a new connection from writing.
         connection = nil
-        connection = try? Connection(path: path, busyTimeout: busyTimeout)
+        // Another writer holding the lock is no reason to stop serving the history: read it again.
+        connection =
+            (try? Connection(path: path, busyTimeout: busyTimeout))
+            ?? (try? Connection(readingOnly: path, busyTimeout: busyTimeout))
         counts = connection?.counts ?? counts
         return !isReadOnly
     }
@@ -110,6 +113,7 @@ public final class SelectionLog {
         let isReadOnly: Bool
         let counts: [String: Int]
 
+        /// For writing if the file can be written, else for reading.
         init(path: String, busyTimeout: Int) throws(SelectionLogError) {
             do {
                 database = try SelectionLog.openForWriting(path, busyTimeout: busyTimeout)
@@ -124,8 +128,25 @@ public final class SelectionLog {
                 database = reader
                 isReadOnly = true
             }
+            (insert, counts) = try Self.prepare(database, path: path)
+        }
+
+        /// For reading only.
+        init(readingOnly path: String, busyTimeout: Int) throws(SelectionLogError) {
             do {
-                insert = try database.prepare(
+                database = try SelectionLog.openForReading(path, busyTimeout: busyTimeout)
+            } catch {
+                throw .cannotOpen(path: path, reason: error.message)
+            }
+            isReadOnly = true
+            (insert, counts) = try Self.prepare(database, path: path)
+        }
+
+        private static func prepare(_ database: Database, path: String) throws(SelectionLogError) -> (
+            Statement, [String: Int]
+        ) {
+            do {
+                let insert = try database.prepare(
                     "INSERT INTO selections(\(SelectionLog.insertedColumns))"
                         + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                 let count = try database.prepare("SELECT place_id, count(*) FROM selections GROUP BY place_id")
@@ -133,7 +154,7 @@ public final class SelectionLog {
                 while try count.step() {
                     counts[count.text(at: 0) ?? "", default: 0] = Int(count.int64(at: 1))
                 }
-                self.counts = counts
+                return (insert, counts)
             } catch {
                 throw .cannotOpen(path: path, reason: error.message)
             }
