@@ -156,8 +156,8 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
             return "invalid position \(text("latitude")),\(text("longitude")): "
                 + "latitude within ±90, longitude within ±180"
         case "PermissionDenied", "varlink.PermissionDenied":
-            return "permission denied: selecting needs root or membership of group placed"
-        case "StoreFailed": return "the selection was not recorded: \(text("reason"))"
+            return "permission denied: selecting and refreshing need root or membership of group placed"
+        case "StoreFailed": return text("reason")
         case "NoPlaces": return "no places are loaded; import some with placectl import"
         case "varlink.InvalidParameter": return "placed rejected the parameter '\(text("parameter"))'"
         case "varlink.MethodNotFound", "varlink.MethodNotImplemented":

@@ -58,7 +58,16 @@ public final class Daemon {
         ranker = try Ranker()
         history = RankingHistory(depth: configuration.selectionGenerations)
         writerGroup = UserDatabase.groupID(named: configuration.writerGroup)
-        catalog = try Self.loadCatalog(configuration.databasePath, required: false)
+        do {
+            catalog = try Self.loadCatalog(configuration.databasePath, required: false)
+        } catch {
+            // Exiting would only have systemd restart us into the same file: serve without places
+            // (status, history, selections of nothing) until a good file is imported and refreshed.
+            Log.error(
+                "cannot load the places: \(error); rankings stay empty until a new import "
+                    + "(placectl import, then placectl refresh)")
+            catalog = nil
+        }
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
         if selections.isReadOnly {
@@ -259,7 +268,7 @@ public final class Daemon {
                 Marker(place: found.place, location: at, time: Self.wallClock(), generation: found.generation))
         } catch {
             Log.error("selection of \(id) not recorded: \(error)")
-            throw .storeFailed(reason: error.description)
+            throw .storeFailed(reason: "the selection was not recorded: \(error)")
         }
         marker = recorded
         let place = recorded.place.place
@@ -276,13 +285,18 @@ public final class Daemon {
         return recorded
     }
 
-    /// Reloads the places if their file changed, and ranks again at the current location.
+    /// Reloads the places if their file changed, and ranks again at the current location. A file that
+    /// cannot be loaded is `storeFailed`, and the places loaded before keep serving.
     public func refresh(by caller: Credentials) throws(ServiceError) {
         guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
         if catalog?.identity != FileIdentity(path: configuration.databasePath) {
             ServiceNotifier.reloading()
             defer { ServiceNotifier.ready(status: statusLine) }
-            reloadPlaces(reason: "Refresh")
+            if let error = reloadPlaces(reason: "Refresh") {
+                throw .storeFailed(
+                    reason: "cannot load \(configuration.databasePath): \(error); "
+                        + "keeping the \((catalog?.count ?? 0).grouped) places loaded")
+            }
         } else if let fix = location ?? filter.reference {
             rerank(at: fix)
         }
@@ -348,8 +362,9 @@ public final class Daemon {
         }
     }
 
-    /// Loads the places file again; a bad file leaves the old places serving.
-    func reloadPlaces(reason: String) {
+    /// Loads the places file again; a bad file leaves the old places serving and is returned.
+    @discardableResult
+    func reloadPlaces(reason: String) -> (any Error)? {
         do {
             let fresh = try Self.loadCatalog(configuration.databasePath, required: true)
             catalog = fresh
@@ -357,9 +372,10 @@ public final class Daemon {
             Log.info("\(reason): loaded \(fresh?.count ?? 0) places from \(configuration.databasePath)")
         } catch {
             Log.error("\(reason): keeping the \(catalog?.count ?? 0) places loaded: \(error)")
-            return
+            return error
         }
         if let fix = location ?? filter.reference { rerank(at: fix) }
+        return nil
     }
 
     // MARK: Helpers

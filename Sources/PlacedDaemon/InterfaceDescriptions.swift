@@ -48,7 +48,8 @@ enum InterfaceDescriptions {
         # Records that the device is at the place with this id from a recent ranking, durably.
         method Select(id: string) -> (marker: Marker)
 
-        # Ranks again now, and reloads the places database if it changed.
+        # Ranks again now, and reloads the places database if it changed: StoreFailed when the
+        # changed file cannot be loaded (the places loaded before keep serving).
         method Refresh() -> ()
 
         # Past selections, newest first.

@@ -34,7 +34,7 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
             "invalid position \(lat),\(lon): latitude within ±90, longitude within ±180"
         case let .invalidAccuracy(_, _, a): "invalid accuracy \(a): a number of metres >= 0"
         case let .permissionDenied(operation): "\(operation) needs root or membership of group placed"
-        case let .storeFailed(reason): "the selection was not recorded: \(reason)"
+        case let .storeFailed(reason): reason
         case .noPlaces: "no places are loaded; import some with placectl import"
         }
     }

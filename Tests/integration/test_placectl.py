@@ -288,6 +288,12 @@ def test_refresh_after_an_import_serves_the_new_file(daemon, tmp_path):
     assert status["generation"] == 3 and status["places"] == count
     daemon.placed.wait_for(r"Refresh: loaded %d places" % count)
 
+    (tmp_path / "broken.db").write_bytes(b"not a database" * 100)
+    os.rename(tmp_path / "broken.db", tmp_path / "places.db")
+    failed = daemon.ctl("refresh")
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert re.match(r"placectl: cannot load .*; keeping the %s places loaded" % f"{count:,}", failed.stderr)
+
 
 def test_bash_completion_offers_commands_options_and_ids(daemon):
     completion = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "bash-completion", "placectl")

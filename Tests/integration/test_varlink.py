@@ -2,15 +2,17 @@
 introspection, every method, the Watch stream, named and standard errors, replies that match the
 interface definition to the letter."""
 import datetime
-import os
-import shutil
 import math
+import os
+import re
+import shutil
+import sqlite3
 
 import pytest
 import varlink
 
 from conftest import ROOT
-from harness import PLACES, VarlinkReplyError, conforms
+from harness import HELSINKI_CENTER, PLACES, VarlinkReplyError, conforms
 
 IDL = (ROOT / "etc" / "io.placed.Places.varlink").read_text()
 INTERFACE = varlink.Interface(IDL)
@@ -229,6 +231,30 @@ def test_oneway_and_pipelined_calls_are_answered_in_order(start_placed):
         assert not math.isnan(status["distance_filter"])
 
 
+def test_a_places_file_placed_cannot_load_is_no_reason_to_exit(start_placed, places_db, tmp_path):
+    # A file of the schema before this one, as an upgrade leaves it.
+    shutil.copy(places_db, tmp_path / "places.db")
+    db = sqlite3.connect(tmp_path / "places.db")
+    with db:
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.close()
+    placed = start_placed("--static", HELSINKI_CENTER, static=None)
+    placed.wait_for(r"error: cannot load the places: .* schema version 2 \(found 1\); rankings stay empty until "
+                    r"a new import \(placectl import, then placectl refresh\)")
+    with placed.open() as places:
+        assert places.Status()["places"] == 0
+        assert places.Current()["places"] == []
+        with pytest.raises(varlink.VarlinkError) as empty:
+            places.Rank(60.1699, 24.9384, 10)
+        assert empty.value.error() == PLACES + ".NoPlaces"
+
+        shutil.copy(places_db, tmp_path / "new.db")
+        os.rename(tmp_path / "new.db", tmp_path / "places.db")
+        places.Refresh()
+        assert places.Status()["places"] > 1000
+        assert len(places.Current()["places"]) == 5
+
+
 def test_refresh_reloads_the_places_only_when_the_file_changed(start_placed, places_db, tmp_path):
     placed = start_placed()
     with placed.open() as places:
@@ -243,10 +269,14 @@ def test_refresh_reloads_the_places_only_when_the_file_changed(start_placed, pla
         placed.wait_for(r"Refresh: loaded \d+ places")
         assert places.Current()["generation"] == 3
 
-        # A broken file leaves the loaded places serving.
+        # A broken file is the caller's StoreFailed, and the loaded places keep serving.
         (tmp_path / "broken.db").write_bytes(b"not a database" * 100)
         os.rename(tmp_path / "broken.db", tmp_path / "places.db")
-        places.Refresh()
+        with pytest.raises(varlink.VarlinkError) as failed:
+            places.Refresh()
+        assert failed.value.error() == PLACES + ".StoreFailed"
+        assert re.search(r"cannot load .*places\.db: .*; keeping the [\d,]+ places loaded",
+                         failed.value.parameters()["reason"])
         placed.wait_for(r"Refresh: keeping the \d+ places loaded")
         current = places.Current()
         assert current["generation"] == 3 and len(current["places"]) == 5

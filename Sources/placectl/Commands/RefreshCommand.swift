@@ -9,9 +9,9 @@ enum RefreshCommand: Command {
         discussion: """
             Asks placed to reload its place database if the file changed (after 'placectl import')
             and to rank the places at the current location again, then shows how many places it
-            serves and the ranking it is at. A database placed cannot load is logged by placed,
-            which keeps serving the places it had. Refreshing needs root or membership of group
-            placed.
+            serves and the ranking it is at. A database placed cannot load fails the refresh with
+            the reason (exit 1), and placed keeps serving the places it had. Refreshing needs root
+            or membership of group placed.
             """,
         options: [.json],
         sharedGroups: [Option.connectionGroup])
