@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Daemon start-up: placed from exec to READY=1 (places loaded, first ranking out, socket serving),
-and its RSS then, on the Helsinki extract and on 1 M synthetic places (a third of them areas), with
+"""Daemon start-up: placed from exec to READY=1 (places loaded, socket listening), then to the first
+ranking a client reads (varlink Current with generation 1: candidates read from the file, ranked),
+and its RSS then; on the Helsinki extract and on 1 M synthetic places (a third of them areas), with
 the page cache warm and cold. Each run is a fresh placed with a static location and no D-Bus.
 
 `placed-bench load` times PlaceDatabase open + load alone; this is the whole daemon around it.
@@ -8,6 +9,7 @@ the page cache warm and cold. Each run is a fresh placed with a static location 
 Usage: bench/startup.py [--runs N]
 """
 import argparse
+import json
 import os
 import pathlib
 import socket
@@ -33,8 +35,25 @@ def evict(path):
         os.close(fd)
 
 
+def first_ranking(path):
+    """Calls Current until a ranking is out; its generation."""
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(path))
+            client.sendall(b'{"method":"io.placed.Places.Current"}\0')
+            reply = b""
+            while not reply.endswith(b"\0"):
+                chunk = client.recv(65536)
+                if not chunk:
+                    raise RuntimeError("placed closed the connection")
+                reply += chunk
+        generation = json.loads(reply[:-1]).get("parameters", {}).get("generation", 0)
+        if generation >= 1:
+            return generation
+
+
 def start_once(placed, database, work):
-    """Seconds from spawn to READY=1, and VmRSS then in MB."""
+    """Seconds from spawn to READY=1 and to the first ranking read, and VmRSS then in MB."""
     notify_path = work / "notify"
     if notify_path.exists():
         notify_path.unlink()
@@ -56,7 +75,9 @@ def start_once(placed, database, work):
                 if proc.poll() is not None:
                     log.seek(0)
                     sys.exit("bench/startup.py: placed exited with %d: %s" % (proc.returncode, log.read()))
-        seconds = time.monotonic() - started
+        ready = time.monotonic() - started
+        first_ranking(work / "sock")
+        ranked = time.monotonic() - started
         with open("/proc/%d/status" % proc.pid) as status:
             rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
     finally:
@@ -64,7 +85,7 @@ def start_once(placed, database, work):
         proc.wait(timeout=30)
         notify.close()
         log.close()
-    return seconds, rss
+    return ready, ranked, rss
 
 
 def main():
@@ -79,8 +100,8 @@ def main():
         million = work / "million.db"
         subprocess.run([bench, "load", "--places", "1000000", "--database", million, "--keep"], check=True,
                        stdout=subprocess.DEVNULL)
-        print("startup: placed from exec to READY=1 (first ranking out), median of %d fresh runs" % runs)
-        print("database              cache   ready ms   RSS MB")
+        print("startup: placed from exec to READY=1 and to the first ranking read, median of %d fresh runs" % runs)
+        print("database              cache   ready ms  ranked ms   RSS MB")
         for label, database in [("Helsinki 1,636", helsinki), ("synthetic 1,000,000", million)]:
             for cache in ("warm", "cold"):
                 results = []
@@ -90,9 +111,10 @@ def main():
                     else:
                         start_once(placed, database, work)  # warm the cache
                     results.append(start_once(placed, database, work))
-                ms = statistics.median(r[0] for r in results) * 1000
-                rss = statistics.median(r[1] for r in results)
-                print("%-21s %-7s %8.1f %8.1f" % (label, cache, ms, rss))
+                ready = statistics.median(r[0] for r in results) * 1000
+                ranked = statistics.median(r[1] for r in results) * 1000
+                rss = statistics.median(r[2] for r in results)
+                print("%-21s %-7s %8.1f %10.1f %8.1f" % (label, cache, ready, ranked, rss))
 
 
 if __name__ == "__main__":

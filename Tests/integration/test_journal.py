@@ -59,10 +59,15 @@ class JournaledPlaced:
              "--socket", str(self.socket)],
             env={**os.environ, "STREAM": STREAM}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 15
-        while not self.socket.exists():
-            assert self.proc.poll() is None, "placed or journald did not start: %s" % self.proc.stderr.read()
-            assert time.monotonic() < deadline, "placed's socket did not appear"
-            time.sleep(0.05)
+        try:
+            while not self.socket.exists():
+                assert self.proc.poll() is None, "placed or journald did not start: %s" % self.proc.stderr.read()
+                assert time.monotonic() < deadline, "placed's socket did not appear"
+                time.sleep(0.05)
+        except AssertionError:
+            self.proc.kill()
+            self.stop()
+            raise
 
     def entries(self, *matches, count=1, timeout=5):
         """Journal entries matching `matches` (FIELD=value), once at least `count` are there."""
@@ -79,7 +84,8 @@ class JournaledPlaced:
             time.sleep(0.1)
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)  # placed: the wrapper exec'd into it
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # placed: the wrapper exec'd into it
         status = self.proc.wait(timeout=10)
         if self.journald_pid_file.exists():
             try:
