@@ -18,16 +18,22 @@ final class PlaceCatalog {
     private let areas: ReachIndex
     /// `areaNumbers[member]`: the place number of the area index's member.
     private let areaNumbers: [Int32]
-    private var cache: [Int: Place] = [:]
+    /// Places read from the file, in two generations: when `recent` is full it becomes `older`, so
+    /// what the last moves used (a large park near everywhere) survives the turnover.
+    private var recent: [Int: Place] = [:]
+    private var older: [Int: Place] = [:]
     private var neighbours: [PlaceIndex.Neighbor] = []
-    static let cacheLimit = 4096
+    /// Places per cache generation: the neighbourhood of a few moves in a dense city.
+    static let defaultCacheLimit = 4096
+    private let cacheLimit: Int
 
     /// The file as it was when loaded: a Refresh reloads only when this changed.
     let identity: FileIdentity?
     var count: Int { placeSet.count }
     var path: String { placeSet.database.path }
 
-    init(path: String) throws(PlaceDatabaseError) {
+    init(path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit) throws(PlaceDatabaseError) {
+        self.cacheLimit = cacheLimit
         identity = FileIdentity(path: path)
         let set = try PlaceDatabase.open(path: path).load()
         let numbers = (0..<set.count).filter { set.areas[$0] > 0 }.map { Int32($0) }
@@ -57,10 +63,14 @@ final class PlaceCatalog {
     }
 
     private func place(at index: Int) throws(PlaceDatabaseError) -> Place {
-        if let cached = cache[index] { return cached }
-        let place = try placeSet.place(at: index)
-        if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
-        cache[index] = place
+        if let cached = recent[index] { return cached }
+        let place: Place
+        if let kept = older[index] { place = kept } else { place = try placeSet.place(at: index) }
+        if recent.count >= cacheLimit {
+            older = recent
+            recent = [:]
+        }
+        recent[index] = place
         return place
     }
 }
