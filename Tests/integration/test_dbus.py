@@ -152,6 +152,13 @@ def test_named_errors(bus, placed):
     assert busctl(bus, "get-property", NAME, PATH, IFACE, "DistanceFilter")["data"] == 50.0
 
 
+def test_refresh_onto_a_file_it_cannot_load_is_store_failed(bus, placed, tmp_path):
+    (tmp_path / "broken.db").write_bytes(b"not a database" * 100)
+    os.rename(tmp_path / "broken.db", tmp_path / "places.db")
+    assert gdbus_error(bus, "Refresh") == "io.placed.Placed1.Error.StoreFailed"
+    assert len(unwrap(call(bus, "GetPlaces", "u", 5)["data"][1])) == 5, "the loaded places keep serving"
+
+
 def test_user_outside_group_placed_is_refused_select(bus, placed):
     places = unwrap(call(bus, "GetPlaces", "u", 1, user=NOBODY)["data"][1])  # reading is open
     # The bus policy refuses first; placed would refuse too (PermissionDenied) from the sender's credentials.
