@@ -36,7 +36,9 @@ let package = Package(
         // gpsd client over libgps.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
         // The daemon: one context wiring source, filter, ranker, store and the two interfaces.
-        .target(name: "PlacedDaemon", dependencies: ["PlacedCore", "PlacedSystem", "PlacedGPS", "PlacedStore"], swiftSettings: lean),
+        .target(
+            name: "PlacedDaemon", dependencies: ["PlacedCore", "PlacedSystem", "PlacedGPS", "PlacedStore"],
+            swiftSettings: lean),
 
         .executableTarget(
             name: "placed", dependencies: ["PlacedDaemon"], swiftSettings: lean,

@@ -2,7 +2,7 @@ import PlacedDaemon
 import PlacedSystem
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Flags are read twice: first to find --config, then over the loaded file, so flags win.

@@ -5,7 +5,7 @@ import Testing
 @testable import PlacedGPS
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A stand-in gpsd on a loopback port: it accepts one client at a time and sends the lines it is
