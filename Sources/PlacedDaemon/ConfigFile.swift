@@ -64,57 +64,79 @@ public enum ConfigFile {
         }
     }
 
-    /// One settable key: where it lives and how a value is checked and applied.
+    /// One settable key: where it lives, its value in a configuration (nil: not set), and how a value
+    /// is checked and applied.
     struct Setting: Sendable {
         let section: String
         let key: String
+        let value: @Sendable (Configuration) -> String?
         let apply: @Sendable (String, inout Configuration) throws(UsageError) -> Void
     }
 
+    /// `configuration` in this file's syntax, every key with its value: what `placed --check-config`
+    /// prints, and read back it gives the same configuration.
+    public static func effective(_ configuration: Configuration) -> String {
+        var text = ""
+        var section = ""
+        for setting in keys {
+            if setting.section != section {
+                section = setting.section
+                text += (text.isEmpty ? "" : "\n") + "[\(section)]\n"
+            }
+            if let value = setting.value(configuration) { text += "\(setting.key)=\(value)\n" }
+        }
+        return text
+    }
+
     static let keys: [Setting] = [
-        Setting(section: "Location", key: "Source") { value, c throws(UsageError) in
+        Setting(section: "Location", key: "Source", value: { $0.sourceKind.rawValue }) { value, c throws(UsageError) in
             guard let kind = Configuration.SourceKind(rawValue: value) else {
                 throw UsageError("must be gpsd or static")
             }
             c.sourceKind = kind
         },
-        Setting(section: "Location", key: "GPSD") { value, c throws(UsageError) in
+        Setting(section: "Location", key: "GPSD", value: { $0.gpsdEndpoint }) { value, c throws(UsageError) in
             (c.gpsdHost, c.gpsdPort) = try Configuration.parseEndpoint(value)
         },
-        Setting(section: "Location", key: "GPSDTimeoutSec") { value, c throws(UsageError) in
+        Setting(section: "Location", key: "GPSDTimeoutSec", value: { Configuration.text(of: $0.gpsdTimeout) }) {
+            value, c throws(UsageError) in
             c.gpsdTimeout = try parseNumber(value, minimum: 0.1)
         },
-        Setting(section: "Location", key: "StaticPosition") { value, c throws(UsageError) in
+        Setting(section: "Location", key: "StaticPosition", value: { $0.staticPosition?.text }) {
+            value, c throws(UsageError) in
             c.staticPosition = try Configuration.parseStatic(value)
         },
-        Setting(section: "Location", key: "DistanceFilter") { value, c throws(UsageError) in
+        Setting(section: "Location", key: "DistanceFilter", value: { Configuration.text(of: $0.distanceFilter) }) {
+            value, c throws(UsageError) in
             c.distanceFilter = try parseNumber(value, minimum: 0)
         },
-        Setting(section: "Places", key: "Database") { value, c throws(UsageError) in
+        Setting(section: "Places", key: "Database", value: { $0.databasePath }) { value, c throws(UsageError) in
             guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
             c.databasePath = value
         },
-        Setting(section: "Places", key: "Selections") { value, c throws(UsageError) in
+        Setting(section: "Places", key: "Selections", value: { $0.resolvedSelectionsPath }) {
+            value, c throws(UsageError) in
             guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
             c.selectionsPath = value
         },
-        Setting(section: "Places", key: "SelectionGenerations") { value, c throws(UsageError) in
+        Setting(section: "Places", key: "SelectionGenerations", value: { String($0.selectionGenerations) }) {
+            value, c throws(UsageError) in
             guard let n = Int(value), (1...100).contains(n) else {
                 throw UsageError("must be a whole number from 1 to 100")
             }
             c.selectionGenerations = n
         },
-        Setting(section: "Interfaces", key: "WriterGroup") { value, c throws(UsageError) in
+        Setting(section: "Interfaces", key: "WriterGroup", value: { $0.writerGroup }) { value, c throws(UsageError) in
             guard !value.isEmpty else { throw UsageError("must name a group") }
             c.writerGroup = value
         },
-        Setting(section: "Interfaces", key: "Bus") { value, c throws(UsageError) in
+        Setting(section: "Interfaces", key: "Bus", value: { $0.bus.rawValue }) { value, c throws(UsageError) in
             guard let bus = Configuration.Bus(rawValue: value) else {
                 throw UsageError("must be system, session or none")
             }
             c.bus = bus
         },
-        Setting(section: "Interfaces", key: "Socket") { value, c throws(UsageError) in
+        Setting(section: "Interfaces", key: "Socket", value: { $0.socketPath }) { value, c throws(UsageError) in
             guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
             c.socketPath = value
         },

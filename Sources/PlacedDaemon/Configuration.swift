@@ -17,6 +17,11 @@ public struct Configuration: Sendable, Equatable {
         public var coordinate: Coordinate
         /// Metres.
         public var accuracy: Double
+
+        /// `LAT,LON,ACC`, as `--static` and `StaticPosition=` take it.
+        public var text: String {
+            "\(String(coordinate.latitude)),\(String(coordinate.longitude)),\(Configuration.text(of: accuracy))"
+        }
     }
 
     public enum Bus: String, Sendable, Equatable {
@@ -44,6 +49,16 @@ public struct Configuration: Sendable, Equatable {
     public var configFile = "/etc/placed/placed.conf"
 
     public init() {}
+
+    /// `HOST:PORT`, an IPv6 host in brackets, as `--gpsd` and `GPSD=` take it.
+    public var gpsdEndpoint: String {
+        gpsdHost.contains(":") ? "[\(gpsdHost)]:\(gpsdPort)" : "\(gpsdHost):\(gpsdPort)"
+    }
+
+    /// A number as a flag or key takes it: whole numbers without a fraction.
+    static func text(of number: Double) -> String {
+        number == number.rounded() && abs(number) < 1e15 ? String(Int(number)) : String(number)
+    }
 
     public var resolvedSelectionsPath: String {
         if let selectionsPath { return selectionsPath }
@@ -83,7 +98,10 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
 
 public enum PlacedCommand: Equatable {
     case run(Configuration)
+    /// `--check-config`: print the configuration placed would run with, and exit.
+    case check(Configuration)
     case help
+    case version
 }
 
 extension Configuration {
@@ -103,7 +121,9 @@ extension Configuration {
           --socket PATH             varlink socket (default /run/placed/io.placed.Places)
           --bus system|session|none D-Bus to serve on (default system)
           --config FILE             configuration file (default /etc/placed/placed.conf)
+          --check-config            check the files and flags, print the result, exit (0 good, 1 bad)
           -h, --help                show this help
+          --version                 show the version
         """
 
     /// Parses placed's flags over `base` (the configuration so far).
@@ -112,6 +132,7 @@ extension Configuration {
         -> PlacedCommand
     {
         var configuration = base
+        var checkOnly = false
         var rest = arguments[...]
         func value(for flag: String) throws(UsageError) -> String {
             guard let v = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
@@ -127,6 +148,10 @@ extension Configuration {
             switch flag {
             case "-h", "--help":
                 return .help
+            case "--version":
+                return .version
+            case "--check-config":
+                checkOnly = true
             case "--gpsd":
                 (configuration.gpsdHost, configuration.gpsdPort) = try parseEndpoint(try value(for: flag))
                 configuration.sourceKind = .gpsd
@@ -155,7 +180,7 @@ extension Configuration {
                 throw UsageError("unknown option '\(argument)'")
             }
         }
-        return .run(configuration)
+        return checkOnly ? .check(configuration) : .run(configuration)
     }
 
     static func parseEndpoint(_ text: String) throws(UsageError) -> (host: String, port: String) {

@@ -1,1 +1,1 @@
-let placedVersion = "0.1.0"
+public let placedVersion = "0.1.0"

@@ -7,7 +7,11 @@ import PlacedSystem
 
 /// Flags are read twice: first to find --config, then over the loaded file, so flags win.
 func loadConfiguration(_ arguments: [String]) throws -> PlacedCommand {
-    guard case let .run(flagsOnly) = try Configuration.parse(arguments) else { return .help }
+    let flagsOnly: Configuration
+    switch try Configuration.parse(arguments) {
+    case .run(let c), .check(let c): flagsOnly = c
+    case let other: return other
+    }
     var base = Configuration()
     let explicit = arguments.contains { $0 == "--config" || $0.hasPrefix("--config=") }
     if explicit, access(flagsOnly.configFile, F_OK) != 0 {
@@ -34,9 +38,26 @@ func main() -> Never {
         writeAll(2, "placed: \(error)\n")
         exit(1)
     }
-    guard case let .run(configuration) = command else {
+    let configuration: Configuration
+    switch command {
+    case .help:
         print(Configuration.usage)
         exit(0)
+    case .version:
+        print("placed \(placedVersion)")
+        exit(0)
+    case .check(let checked):
+        do {
+            _ = try checked.resolvedSource()
+        } catch {
+            writeAll(2, "placed: \(error)\n")
+            exit(1)
+        }
+        print("# \(checked.configFile), its drop-ins, then the flags: placed would run with")
+        print(ConfigFile.effective(checked), terminator: "")
+        exit(0)
+    case .run(let c):
+        configuration = c
     }
     do {
         let daemon = try Daemon(configuration: configuration)

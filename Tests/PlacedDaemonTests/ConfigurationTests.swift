@@ -123,4 +123,40 @@ import Testing
         try ConfigFile.apply(withValues, file: "placed.conf", to: &c)
         #expect(c == Configuration())
     }
+
+    @Test func versionAndCheckConfigAreCommands() throws {
+        #expect(try Configuration.parse(["--version"]) == .version)
+        guard case let .check(c) = try Configuration.parse(["--check-config", "--distance-filter", "20"]) else {
+            Issue.record("--check-config should be a check")
+            return
+        }
+        #expect(c.distanceFilter == 20)
+    }
+
+    /// What `placed --check-config` prints, read back as a file, is the same configuration.
+    @Test func effectiveSettingsReadBackToTheSameConfiguration() throws {
+        var changed = Configuration()
+        changed.sourceKind = .static
+        changed.staticPosition = .init(coordinate: Coordinate(latitude: 60.1699, longitude: 24.9384), accuracy: 7.5)
+        changed.gpsdHost = "::1"
+        changed.gpsdPort = "3000"
+        changed.gpsdTimeout = 2.5
+        changed.distanceFilter = 0
+        changed.databasePath = "/srv/places.db"
+        changed.selectionsPath = "/srv/log/selections.db"
+        changed.selectionGenerations = 7
+        changed.writerGroup = "kiosk"
+        changed.bus = .none
+        changed.socketPath = "/run/kiosk/places"
+        for original in [Configuration(), changed] {
+            let text = ConfigFile.effective(original)
+            var read = Configuration()
+            try ConfigFile.apply(text, file: "effective", to: &read)
+            var expected = original
+            expected.selectionsPath = original.resolvedSelectionsPath  // printed as the path it resolves to
+            #expect(read == expected, "\(text)")
+        }
+        let keys = ConfigFile.effective(changed).split(separator: "\n").filter { $0.contains("=") }
+        #expect(keys.count == ConfigFile.keys.count, "every key is printed")
+    }
 }

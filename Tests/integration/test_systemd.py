@@ -112,6 +112,34 @@ def test_sighup_applies_a_changed_config(placed_bin, places_db, tmp_path):
         assert placed.stop() == 0
 
 
+def test_check_config_prints_what_placed_would_run_with(placed_bin, tmp_path):
+    conf = tmp_path / "placed.conf"
+    conf.write_text("[Location]\nSource=static\nStaticPosition=60.1699,24.9384\n")
+    (tmp_path / "placed.conf.d").mkdir()
+    (tmp_path / "placed.conf.d" / "10-kiosk.conf").write_text("[Location]\nDistanceFilter=20\n")
+    out = subprocess.run([placed_bin, "--config", conf, "--check-config", "--socket", tmp_path / "sock"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for line in ["Source=static", "StaticPosition=60.1699,24.9384,10", "DistanceFilter=20",
+                 "Socket=%s" % (tmp_path / "sock"), "Bus=system"]:
+        assert line in lines, out.stdout
+    assert not (tmp_path / "sock").exists(), "nothing was started"
+    # The printout is itself a valid configuration file.
+    (tmp_path / "printed.conf").write_text(out.stdout)
+    again = subprocess.run([placed_bin, "--config", tmp_path / "printed.conf", "--check-config"],
+                           capture_output=True, text=True, timeout=10)
+    assert again.returncode == 0 and again.stdout.splitlines()[1:] == lines[1:]
+
+    (tmp_path / "placed.conf.d" / "20-bad.conf").write_text("[Location]\nDistanceFilter=-5\n")
+    bad = subprocess.run([placed_bin, "--config", conf, "--check-config"], capture_output=True, text=True,
+                         timeout=10)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert "20-bad.conf:2: DistanceFilter=-5" in bad.stderr
+    version = subprocess.run([placed_bin, "--version"], capture_output=True, text=True, timeout=10)
+    assert version.returncode == 0 and re.fullmatch(r"placed \d+\.\d+\.\d+\n", version.stdout)
+
+
 def test_bad_config_file_names_file_and_line(placed_bin, tmp_path):
     conf = tmp_path / "placed.conf"
     conf.write_text("[Location]\nDistanceFilter=50\nColour=blue\n")
