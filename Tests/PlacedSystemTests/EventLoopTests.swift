@@ -19,6 +19,12 @@ import Testing
         _ = timer
     }
 
+    @Test func timerSlackIsATenthOfTheDelayAtMost250ms() {
+        #expect(EventLoop.slack(forDelay: 250_000) == 25_000)
+        #expect(EventLoop.slack(forDelay: 30_000_000) == 250_000)
+        #expect(EventLoop.slack(forDelay: 5) == 1, "0 would mean sd-event's default, 250 ms")
+    }
+
     @Test func timerCanBeRearmed() throws {
         let loop = try EventLoop()
         var count = 0

@@ -93,11 +93,17 @@ def test_silent_gpsd_is_detected_and_reconnected(placed_bin, tmp_path):
 
 def test_gpsd_not_running_is_retried_with_backoff(placed_bin, tmp_path):
     port = free_port()
-    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--gpsd", "localhost:%d" % port)
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock",
+                    "--gpsd", "localhost:%d" % port, env={"PLACED_LOG_TIMESTAMPS": "1"})
     try:
-        tries = placed.wait_for(r"cannot connect to gpsd.*retrying in ([\d.]+) s", count=4, timeout=10)
-        delays = [float(m.group(1)) for m in tries[:4]]
+        tries = placed.wait_for(r"^([\d.]+) placed: .*cannot connect to gpsd.*retrying in ([\d.]+) s", count=5,
+                                timeout=10)
+        delays = [float(m.group(2)) for m in tries[:4]]
         assert delays == [0.25, 0.5, 1.0, 2.0]
+        # The retries come when they say: timer slack is a tenth of the delay, not sd-event's 250 ms.
+        times = [float(m.group(1)) for m in tries[:5]]
+        for delay, (before, after) in zip(delays, zip(times, times[1:])):
+            assert delay <= after - before <= delay * 1.1 + 0.1, (delay, after - before)
     finally:
         assert placed.stop() == 0
 
