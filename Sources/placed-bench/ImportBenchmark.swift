@@ -67,7 +67,7 @@ func runImportBenchmark(_ arguments: [String]) throws {
 }
 
 /// The Helsinki extract, found from this source file: <repo>/data, else <repo>/../shared/data.
-private func helsinkiExtractPath(file: String = #filePath) -> String {
+func helsinkiExtractPath(file: String = #filePath) -> String {
     let repository = file.split(separator: "/", omittingEmptySubsequences: false).dropLast(3)
         .joined(separator: "/")
     let candidates = ["data", "../shared/data"].map { "\(repository)/\($0)/helsinki-center.osm.pbf" }

@@ -17,6 +17,10 @@ import PlacedCore
 import PlacedOSM
 
 func snapBenchmark(_ arguments: [String]) throws {
+    if arguments.contains("--help") || arguments.contains("-h") {
+        print(SnapError.usageText)
+        return
+    }
     let options = try SnapOptions(arguments)
     let places = try OSM.readPlaces(path: options.path)
     guard !places.isEmpty else { throw SnapError.noPlaces(options.path) }
@@ -149,7 +153,7 @@ enum AccuracyReading {
 struct SnapOptions {
     static let accuracies: [Double] = [5, 15, 30]
     static let tuningSeed: UInt64 = 1
-    var path = "../shared/data/helsinki-center.osm.pbf"
+    var path = helsinkiExtractPath()
     var seed: UInt64 = 2
     var visits = 20_000
     var timedFixes = 20_000
@@ -177,9 +181,16 @@ enum SnapError: Error, CustomStringConvertible {
     case usage(String)
     case noPlaces(String)
 
+    static let usageText = """
+        usage: placed-bench snap [--places FILE.osm.pbf] [--seed N] [--visits N]
+          --places  the extract to sample visits from (default: the bundled data/helsinki-center.osm.pbf)
+          --seed    the visits' random seed (default 2, held out; the model was tuned on 1)
+          --visits  visits per table row, and fixes timed (default 20000)
+        """
+
     var description: String {
         switch self {
-        case let .usage(problem): "\(problem)\nusage: placed-bench snap [--places FILE.osm.pbf] [--seed N] [--visits N]"
+        case let .usage(problem): "\(problem)\n\(Self.usageText)"
         case let .noPlaces(path): "no places in \(path)"
         }
     }
