@@ -1,6 +1,10 @@
 import PlacedCore
 import PlacedSystem
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Everything placed can be told, with its defaults. Filled from the config file, then overridden
 /// by command-line flags.
 public struct Configuration: Sendable, Equatable {
@@ -163,11 +167,11 @@ extension Configuration {
             case "--gpsd-timeout":
                 configuration.gpsdTimeout = try parseNumber(try value(for: flag), flag, minimum: 0.1)
             case "--db":
-                configuration.databasePath = try value(for: flag)
+                configuration.databasePath = try absolutePath(try value(for: flag), flag)
             case "--selections":
-                configuration.selectionsPath = try value(for: flag)
+                configuration.selectionsPath = try absolutePath(try value(for: flag), flag)
             case "--socket":
-                configuration.socketPath = try value(for: flag)
+                configuration.socketPath = try absolutePath(try value(for: flag), flag)
             case "--bus":
                 let name = try value(for: flag)
                 guard let bus = Bus(rawValue: name) else {
@@ -175,12 +179,24 @@ extension Configuration {
                 }
                 configuration.bus = bus
             case "--config":
-                configuration.configFile = try value(for: flag)
+                configuration.configFile = try absolutePath(try value(for: flag), flag)
             default:
                 throw UsageError("unknown option '\(argument)'")
             }
         }
         return checkOnly ? .check(configuration) : .run(configuration)
+    }
+
+    /// A path from a flag, made absolute against the working directory now, as the files require
+    /// their paths to be: what placed logs and `--check-config` prints then names one file.
+    static func absolutePath(_ path: String, _ flag: String) throws(UsageError) -> String {
+        guard !path.isEmpty else { throw UsageError("\(flag) needs a path") }
+        if path.hasPrefix("/") { return path }
+        guard let directory = getcwd(nil, 0) else { throw UsageError("\(flag) \(path): no working directory") }
+        defer { free(directory) }
+        var base = String(cString: directory)
+        if !base.hasSuffix("/") { base += "/" }
+        return base + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
     }
 
     static func parseEndpoint(_ text: String) throws(UsageError) -> (host: String, port: String) {

@@ -2,6 +2,10 @@ import PlacedCore
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @testable import PlacedDaemon
 
 @Suite struct ConfigurationTests {
@@ -122,6 +126,19 @@ import Testing
         let withValues = uncommented.split(separator: "\n").filter { !$0.hasSuffix("=") }.joined(separator: "\n")
         try ConfigFile.apply(withValues, file: "placed.conf", to: &c)
         #expect(c == Configuration())
+    }
+
+    @Test func relativePathsFromFlagsAreMadeAbsolute() throws {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let cwd = String(cString: getcwd(&buffer, buffer.count)!)
+        guard case let .run(c) = try Configuration.parse(["--db", "places.db", "--socket=./run/sock"]) else {
+            Issue.record("expected a run")
+            return
+        }
+        #expect(c.databasePath == cwd + "/places.db")
+        #expect(c.socketPath == cwd + "/run/sock")
+        #expect(c.resolvedSelectionsPath == cwd + "/selections.db")
+        #expect(throws: UsageError("--db needs a path")) { try Configuration.parse(["--db", ""]) }
     }
 
     @Test func versionAndCheckConfigAreCommands() throws {
