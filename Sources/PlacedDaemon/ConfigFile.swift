@@ -144,7 +144,7 @@ public enum ConfigFile {
 
     static func parseNumber(_ text: String, minimum: Double) throws(UsageError) -> Double {
         guard let number = Configuration.number(text, minimum: minimum) else {
-            throw UsageError("must be a number >= \(minimum)")
+            throw UsageError("must be a number >= \(Configuration.text(of: minimum))")
         }
         return number
     }

@@ -245,7 +245,7 @@ extension Configuration {
     {
         guard let number = number(text, minimum: minimum) else {
             throw UsageError(
-                "\(flag) expects a number >= \(minimum.formatted(decimals: minimum < 1 ? 1 : 0)), not '\(text)'"
+                "\(flag) expects a number >= \(Configuration.text(of: minimum)), not '\(text)'"
             )
         }
         return number

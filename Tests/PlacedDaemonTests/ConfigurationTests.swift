@@ -141,6 +141,19 @@ import Testing
         #expect(throws: UsageError("--db needs a path")) { try Configuration.parse(["--db", ""]) }
     }
 
+    @Test func numberBoundsReadAsTyped() throws {
+        #expect(throws: UsageError("--distance-filter expects a number >= 0, not '-1'")) {
+            try Configuration.parse(["--distance-filter", "-1"])
+        }
+        #expect(throws: UsageError("--gpsd-timeout expects a number >= 0.1, not '0'")) {
+            try Configuration.parse(["--gpsd-timeout", "0"])
+        }
+        var c = Configuration()
+        #expect(throws: ConfigError(file: "f", line: 2, message: "DistanceFilter=-3: must be a number >= 0")) {
+            try ConfigFile.apply("[Location]\nDistanceFilter=-3", file: "f", to: &c)
+        }
+    }
+
     @Test func versionAndCheckConfigAreCommands() throws {
         #expect(try Configuration.parse(["--version"]) == .version)
         guard case let .check(c) = try Configuration.parse(["--check-config", "--distance-filter", "20"]) else {
