@@ -37,13 +37,22 @@ public final class BusClient: PlacesClient {
     // On D-Bus, 0 asks for the default limit and NaN for the default accuracy (no optional arguments).
 
     public func current(limit: Int?) throws(ClientError) -> [String: JSON] {
+        try current(limit: limit, properties: allProperties())
+    }
+
+    /// `Current` from GetPlaces and the object's properties, read once by the caller.
+    private func current(limit: Int?, properties: [String: BusValue]) throws(ClientError) -> [String: JSON] {
         let reply = try call("GetPlaces", [.uint32(UInt32(limit ?? 0))], returns: 2)
-        let properties = try allProperties()
-        var result: [String: JSON] = [
-            "generation": JSON(reply[0]), "places": JSON(reply[1]),
-            "stale": .bool(properties["SourceState"]?.string == "stale"),
-        ]
-        result["location"] = properties["Location"].flatMap(Self.nonEmpty)
+        var result = Self.freshness(properties)
+        result["generation"] = JSON(reply[0])
+        result["places"] = JSON(reply[1])
+        return result
+    }
+
+    /// `stale` and `location`, which both `Current` and `Status` carry.
+    private static func freshness(_ properties: [String: BusValue]) -> [String: JSON] {
+        var result: [String: JSON] = ["stale": .bool(properties["SourceState"]?.string == "stale")]
+        result["location"] = properties["Location"].flatMap(nonEmpty)
         return result
     }
 
@@ -69,13 +78,10 @@ public final class BusClient: PlacesClient {
 
     public func status() throws(ClientError) -> [String: JSON] {
         let properties = try allProperties()
-        var result: [String: JSON] = [
-            "source": properties["SourceState"].map(JSON.init) ?? .null,
-            "generation": properties["Generation"].map(JSON.init) ?? .null,
-            "stale": .bool(properties["SourceState"]?.string == "stale"),
-            "distance_filter": properties["DistanceFilter"].map(JSON.init) ?? .null,
-        ]
-        result["location"] = properties["Location"].flatMap(Self.nonEmpty)
+        var result = Self.freshness(properties)
+        result["source"] = properties["SourceState"].map(JSON.init) ?? .null
+        result["generation"] = properties["Generation"].map(JSON.init) ?? .null
+        result["distance_filter"] = properties["DistanceFilter"].map(JSON.init) ?? .null
         result["marker"] = properties["Marker"].flatMap(Self.nonEmpty)
         return result
     }
@@ -111,8 +117,9 @@ public final class BusClient: PlacesClient {
         } catch {
             throw .system(error)
         }
-        var first = try current(limit: nil)
-        first["marker"] = try allProperties()["Marker"].flatMap(Self.nonEmpty)
+        let properties = try allProperties()
+        var first = try current(limit: nil, properties: properties)
+        first["marker"] = properties["Marker"].flatMap(Self.nonEmpty)
         onUpdate(first)
 
         do {

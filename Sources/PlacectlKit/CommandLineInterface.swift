@@ -55,7 +55,4 @@ public struct CommandLineInterface: Sendable {
         try ArgumentParser.checkPositionals(parsed, of: spec)
         return .run(command: spec.name, arguments: parsed)
     }
-
-    /// The root's `--help`: usage, the commands with their abstracts, the global options.
-    public var help: String { root.help }
 }

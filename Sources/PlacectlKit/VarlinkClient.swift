@@ -13,9 +13,7 @@ public enum VarlinkWire {
     {
         var message: [String: JSON] = ["method": .string(method), "parameters": .object(parameters)]
         if more { message["more"] = true }
-        var bytes = try JSON.object(message).encoded()
-        bytes.append(0)
-        return bytes
+        return try VarlinkServer.frame(.object(message))
     }
 
     /// One reply: its parameters, or the error it names; `continues` while more replies follow.
@@ -92,12 +90,13 @@ public final class VarlinkClient: PlacesClient {
     private let fd: Int32
     private let timeout: Double
     private var framer = VarlinkWire.Framer()
-    private var endpoint: String { "socket \(socketPath)" }
+    private let endpoint: String
 
     /// Connects to the socket at `socketPath`; each later read or write waits at most `timeout` seconds.
     public init(socketPath: String, timeout: Double = 15) throws(ClientError) {
         self.socketPath = socketPath
         self.timeout = timeout
+        endpoint = Endpoint.socket(path: socketPath).description
         do {
             fd = try UnixSocket.connect(path: socketPath)
         } catch {
@@ -108,7 +107,8 @@ public final class VarlinkClient: PlacesClient {
                 default: nil
                 }
             throw .unreachable(
-                endpoint: "socket \(socketPath)", reason: String(cString: strerror(error.errno)), hint: hint)
+                endpoint: endpoint, reason: String(cString: strerror(error.errno)),
+                hint: hint)
         }
         var interval = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))

@@ -94,10 +94,8 @@ public func writeAll(_ fd: Int32, _ text: String) {
         var offset = 0
         while offset < bytes.count {
             let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
             offset += n
         }
     }

@@ -273,7 +273,7 @@ public final class VarlinkServer {
     // MARK: Framing
 
     /// One message on the wire: compact JSON and the NUL terminator.
-    static func frame(_ message: JSON) throws(JSONError) -> [UInt8] {
+    public static func frame(_ message: JSON) throws(JSONError) -> [UInt8] {
         var bytes = try message.encoded()
         bytes.append(0)
         return bytes

@@ -1,5 +1,6 @@
 import PlacectlKit
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -83,19 +84,19 @@ enum Placectl {
             }
         } catch let error as UsageError {
             let usage = interface.commands.first { $0.qualifiedName == error.command }?.usageLine ?? root.usageLine
-            writeToStandardError("\(error)\n\(usage)\n\(error.hint)\n")
+            writeAll(2, "\(error)\n\(usage)\n\(error.hint)\n")
             return 2
         } catch let error as ClientError {
-            writeToStandardError("placectl: \(error)\n")
+            writeAll(2, "placectl: \(error)\n")
             return 1
         } catch let error as AdvisedError {
-            writeToStandardError("placectl: \(error.error)\nplacectl: \(error.advice)\n")
+            writeAll(2, "placectl: \(error.error)\nplacectl: \(error.advice)\n")
             return 1
         } catch let error as CommandFailure {
-            writeToStandardError("\(error)\n")
+            writeAll(2, "\(error)\n")
             return 1
         } catch {
-            writeToStandardError("placectl: \(error)\n")
+            writeAll(2, "placectl: \(error)\n")
             return 1
         }
     }

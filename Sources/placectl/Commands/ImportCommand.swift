@@ -2,6 +2,7 @@ import PlacectlKit
 import PlacedCore
 import PlacedOSM
 import PlacedStore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -73,26 +74,14 @@ final class ProgressBar {
     }
 
     /// Replaces the line with `text` (\r, then erase to the end of the line).
-    func show(_ text: String) { writeToStandardError("\r\(text)\u{1B}[K") }
+    func show(_ text: String) { writeAll(2, "\r\(text)\u{1B}[K") }
 
-    func clear() { writeToStandardError("\r\u{1B}[K") }
+    func clear() { writeAll(2, "\r\u{1B}[K") }
 
     private func clock(_ seconds: Double) -> String {
         let total = Int(seconds.rounded())
         let s = total % 60
         return "\(total / 60):\(s < 10 ? "0" : "")\(s)"
-    }
-}
-
-/// Unbuffered, so the bar and error lines appear at once and in order.
-func writeToStandardError(_ text: String) {
-    var text = text
-    text.withUTF8 { bytes in
-        var done = 0
-        while done < bytes.count {
-            let n = write(2, bytes.baseAddress! + done, bytes.count - done)
-            if n > 0 { done += n } else if n < 0 && errno == EINTR { continue } else { return }
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 import PlacectlKit
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -33,7 +34,7 @@ enum PlacesCommand: Command {
         do {
             try cache.save(ids)
         } catch {
-            writeToStandardError("placectl: warning: \(error)\n")
+            writeAll(2, "placectl: warning: \(error)\n")
         }
     }
 }

@@ -22,19 +22,11 @@ enum WatchCommand: Command {
         sharedGroups: [Option.connectionGroup])
 
     static func run(_ context: Context) throws {
-        let json = context.json
         let table = context.arguments.has("table")
         var failure: Error?
         try context.client().watch { update in
             do {
-                if json {
-                    print(try JSON.object(update).serialized())
-                } else {
-                    print(Format.watchUpdate(update, clock: Format.clock()), terminator: "")
-                    if table, let places = update["places"]?.array, !places.isEmpty {
-                        print(Format.placesTable(places.map(PlaceRecord.init)), terminator: "")
-                    }
-                }
+                try context.print(update, readable: Self.readable(update, table: table))
             } catch {
                 failure = error
             }
@@ -42,5 +34,14 @@ enum WatchCommand: Command {
             fflush(nil)
         }
         if let failure { throw failure }
+    }
+
+    /// One update's line, and with `--table` its ranking's places under it.
+    private static func readable(_ update: [String: JSON], table: Bool) -> String {
+        var text = Format.watchUpdate(update, clock: Format.clock())
+        if table, let places = update["places"]?.array, !places.isEmpty {
+            text += Format.placesTable(places.map(PlaceRecord.init))
+        }
+        return text
     }
 }
