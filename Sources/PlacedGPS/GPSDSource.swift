@@ -71,9 +71,10 @@ public final class GPSDSource {
             return
         }
         connected = true
-        let flags = fcntl(data.gps_fd, F_GETFL)
-        guard flags >= 0, fcntl(data.gps_fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
-            scheduleReconnect(reason: "cannot make the gpsd socket non-blocking: \(String(cString: strerror(errno)))")
+        do {
+            try UnixSocket.setNonBlocking(data.gps_fd)
+        } catch {
+            scheduleReconnect(reason: "cannot make the gpsd socket non-blocking: \(error)")
             return
         }
         guard gps_stream(&data, UInt32(WATCH_ENABLE | WATCH_JSON), nil) == 0 else {

@@ -127,11 +127,6 @@ public final class Bus {
         objects[ObjectIdentifier(object)] = nil
     }
 
-    /// Sends everything queued now (blocking): before exit, or in tests.
-    public func flush() throws(SystemError) {
-        try checkSD(sd_bus_flush(handle), "sd_bus_flush")
-    }
-
     /// Calls a method and waits for the reply, at most `timeout` microseconds (0: sd-bus's default
     /// of 25 s). A client's side: it blocks, so never on the daemon's loop. A D-Bus error reply, and
     /// a local failure (no owner of `destination`, timeout, lost connection), throw its `BusError`.

@@ -280,9 +280,6 @@ public struct BusMethodCall {
     /// The method name.
     public let member: String
 
-    /// The sender's unique name (`:1.42`).
-    public var sender: String? { sd_bus_message_get_sender(message).map { String(cString: $0) } }
-
     /// The arguments, already checked against the declared signature.
     public func arguments() throws(BusError) -> [BusValue] {
         sd_bus_message_rewind(message, 1)

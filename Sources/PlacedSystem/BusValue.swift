@@ -101,7 +101,7 @@ struct BusMessageBody {
                 let value = dictionary[key]!
                 try container("e", "sv") { () throws(SystemError) in
                     try appendString("s", key)
-                    try container("v", value.signature) { () throws(SystemError) in try append(value) }
+                    try appendVariant(value)
                 }
             }
         }

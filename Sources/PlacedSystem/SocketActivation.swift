@@ -18,8 +18,7 @@ public enum SocketActivation {
     /// More than one socket, or one that is not a listening Unix stream socket, is an error: placed
     /// would otherwise serve on something nobody meant.
     public static func varlinkSocket() throws(SystemError) -> Passed? {
-        let count = sd_listen_fds(1)
-        if count < 0 { throw SystemError("sd_listen_fds", errno: -count) }
+        let count = try checkSD(sd_listen_fds(1), "sd_listen_fds")
         guard count > 0 else { return nil }
         let fd = SD_LISTEN_FDS_START
         guard count == 1 else {

@@ -112,8 +112,14 @@ public enum UnixSocket {
 
     /// Makes `fd` non-blocking and close-on-exec (accept4 is hidden from Swift without _GNU_SOURCE).
     static func configureAccepted(_ fd: Int32) throws(SystemError) {
-        try checkPOSIX(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), "fcntl(O_NONBLOCK)")
+        try setNonBlocking(fd)
         try checkPOSIX(fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(FD_CLOEXEC)")
+    }
+
+    /// Reads and writes on `fd` return EAGAIN instead of waiting: the event loop says when to.
+    public static func setNonBlocking(_ fd: Int32) throws(SystemError) {
+        let flags = try checkPOSIX(fcntl(fd, F_GETFL), "fcntl(F_GETFL)")
+        try checkPOSIX(fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(O_NONBLOCK)")
     }
 
     private static func socketAddress(_ path: String) throws(SystemError) -> sockaddr_un {

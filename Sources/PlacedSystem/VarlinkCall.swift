@@ -109,6 +109,10 @@ public struct VarlinkInterface: Sendable, Equatable {
 public final class VarlinkCall {
     /// Fully qualified: `io.placed.Places.Watch`.
     public let method: String
+    /// `io.placed.Places` of `io.placed.Places.Watch`.
+    public let interface: String
+    /// `Watch` of `io.placed.Places.Watch`.
+    public let member: String
     public let parameters: [String: JSON]
     /// The client accepts several replies (`"more": true`).
     public let more: Bool
@@ -128,21 +132,14 @@ public final class VarlinkCall {
         connection: VarlinkConnection
     ) {
         self.method = method
+        let dot = method.lastIndex(of: ".")
+        interface = String(method[..<(dot ?? method.startIndex)])
+        member = dot.map { String(method[method.index(after: $0)...]) } ?? method
         self.parameters = parameters
         self.more = more
         self.oneway = oneway
         self.credentials = connection.credentials
         self.connection = connection
-    }
-
-    /// `io.placed.Places` of `io.placed.Places.Watch`.
-    public var interface: String {
-        String(method[..<(method.lastIndex(of: ".") ?? method.startIndex)])
-    }
-    /// `Watch` of `io.placed.Places.Watch`.
-    public var member: String {
-        guard let dot = method.lastIndex(of: ".") else { return method }
-        return String(method[method.index(after: dot)...])
     }
 
     /// Sends a reply. With `continues` (only for calls made with `more`; otherwise the reply is sent
