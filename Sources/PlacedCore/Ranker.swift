@@ -106,14 +106,7 @@ public struct Ranker: Sendable {
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:],
         limit: Int = defaultLimit
     ) throws(RankingError) -> Ranking {
-        guard (1...Self.maximumLimit).contains(limit) else { throw .invalidLimit(limit) }
-        guard fix.coordinate.isValid else {
-            throw .invalidFix(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude)
-        }
-        if let accuracy = fix.accuracy, !(accuracy.isFinite && accuracy >= 0) {
-            throw .invalidAccuracy(accuracy)
-        }
-        if let speed = fix.speed, !(speed.isFinite && speed >= 0) { throw .invalidSpeed(speed) }
+        try Self.validate(fix: fix, limit: limit)
 
         let sigma = model.sigma(accuracy: fix.accuracy)
         let variance = sigma * sigma
@@ -162,6 +155,19 @@ public struct Ranker: Sendable {
             },
             noneLikelihood: none / total,
             radius: radius)
+    }
+
+    /// What `rank` checks before any work: a caller that must report bad input before anything else
+    /// (a daemon with no places loaded) checks it first.
+    public static func validate(fix: Fix, limit: Int) throws(RankingError) {
+        guard (1...maximumLimit).contains(limit) else { throw .invalidLimit(limit) }
+        guard fix.coordinate.isValid else {
+            throw .invalidFix(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude)
+        }
+        if let accuracy = fix.accuracy, !(accuracy.isFinite && accuracy >= 0) {
+            throw .invalidAccuracy(accuracy)
+        }
+        if let speed = fix.speed, !(speed.isFinite && speed >= 0) { throw .invalidSpeed(speed) }
     }
 
     private struct Scored {

@@ -59,14 +59,13 @@ public final class Daemon {
         history = RankingHistory(depth: configuration.selectionGenerations)
         writerGroup = UserDatabase.groupID(named: configuration.writerGroup)
         do {
-            catalog = try Self.loadCatalog(configuration.databasePath, required: false)
+            catalog = try Self.loadCatalogIfPresent(configuration.databasePath)
         } catch {
             // Exiting would only have systemd restart us into the same file: serve without places
             // (status, history, selections of nothing) until a good file is imported and refreshed.
             Log.error(
                 "cannot load the places: \(error); rankings stay empty until a new import "
                     + "(placectl import, then placectl refresh)")
-            catalog = nil
         }
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
@@ -99,7 +98,7 @@ public final class Daemon {
         }
         try startSource()
         Log.info(
-            "started: \((catalog?.count ?? 0).grouped) places, distance filter "
+            "started: \(placeCount.grouped) places, distance filter "
                 + "\(configuration.distanceFilter.formatted(decimals: 1)) m"
                 + (marker.map { ", last marker \($0.place.place.id)" } ?? ""))
         ServiceNotifier.ready(status: statusLine)
@@ -163,7 +162,7 @@ public final class Daemon {
         sourceState = state
         // Without fixes the last ranking is old news: stale until the next fix ranks again.
         let lost = state != .fix && state != .static
-        if history.latest?.isStale != lost { history.setStale(lost) }
+        history.setStale(lost)
         ServiceNotifier.status(statusLine)
         emit([.sourceState])
     }
@@ -234,14 +233,15 @@ public final class Daemon {
     public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ServiceError)
         -> [RankedPlace]
     {
-        let limit = try Self.checkLimit(limit)
+        let limit = limit ?? Ranker.defaultLimit
         let coordinate = Coordinate(latitude: latitude, longitude: longitude)
-        guard coordinate.isValid else { throw .invalidPosition(latitude: latitude, longitude: longitude) }
-        if let accuracy, !(accuracy.isFinite && accuracy >= 0) {
-            throw .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: accuracy)
+        let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
+        do {
+            try Ranker.validate(fix: fix, limit: limit)  // bad input is named before "no places"
+        } catch {
+            throw ServiceError(error, at: coordinate)
         }
         guard let catalog else { throw .noPlaces }
-        let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
         do {
             return try rank(fix, in: catalog, limit: limit).places
         } catch let error as RankingError {
@@ -295,9 +295,9 @@ public final class Daemon {
             if let error = reloadPlaces(reason: "Refresh") {
                 throw .storeFailed(
                     reason: "cannot load \(configuration.databasePath): \(error); "
-                        + "keeping the \((catalog?.count ?? 0).grouped) places loaded")
+                        + "keeping the \(placeCount.grouped) places loaded")
             }
-        } else if let fix = location ?? filter.reference {
+        } else if let fix = location {
             rerank(at: fix)
         }
     }
@@ -366,15 +366,15 @@ public final class Daemon {
     @discardableResult
     func reloadPlaces(reason: String) -> (any Error)? {
         do {
-            let fresh = try Self.loadCatalog(configuration.databasePath, required: true)
+            let fresh = try PlaceCatalog(path: configuration.databasePath)
             catalog = fresh
             history.clear()
-            Log.info("\(reason): loaded \(fresh?.count ?? 0) places from \(configuration.databasePath)")
+            Log.info("\(reason): loaded \(fresh.count) places from \(configuration.databasePath)")
         } catch {
-            Log.error("\(reason): keeping the \(catalog?.count ?? 0) places loaded: \(error)")
+            Log.error("\(reason): keeping the \(placeCount) places loaded: \(error)")
             return error
         }
-        if let fix = location ?? filter.reference { rerank(at: fix) }
+        if let fix = location { rerank(at: fix) }
         return nil
     }
 
@@ -399,8 +399,9 @@ public final class Daemon {
         return limit
     }
 
-    static func loadCatalog(_ path: String, required: Bool) throws -> PlaceCatalog? {
-        if !required, access(path, F_OK) != 0, errno == ENOENT {
+    /// The places at `path`, or nil (with a warning) when none have been imported yet.
+    static func loadCatalogIfPresent(_ path: String) throws -> PlaceCatalog? {
+        if access(path, F_OK) != 0, errno == ENOENT {
             Log.warning("no places database at \(path): rankings stay empty until one is imported (placectl import)")
             return nil
         }

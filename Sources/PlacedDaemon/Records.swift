@@ -65,23 +65,10 @@ extension Record {
         var r = Record()
         r.set("place", .record(.place(marker.place)))
         r.set("location", .record(.location(marker.location, now: nil)))
-        r.set("time", .string(iso8601(marker.time)))
+        r.set("time", .string(ISO8601.utc(marker.time, milliseconds: true)))
         r.set("generation", .uint(marker.generation))
         r.set("selection", .int(marker.selection))
         return r
     }
 
-    /// UTC with milliseconds: 2026-11-29T12:08:46.123Z.
-    static func iso8601(_ seconds: Double) -> String {
-        var whole = time_t(seconds.rounded(.down))
-        var parts = tm()
-        gmtime_r(&whole, &parts)
-        func pad(_ n: Int32, _ width: Int) -> String {
-            let digits = String(n)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        let millis = Int32(((seconds - seconds.rounded(.down)) * 1000).rounded(.down))
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-            + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(millis, 3))Z"
-    }
 }

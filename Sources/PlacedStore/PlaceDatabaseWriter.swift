@@ -195,7 +195,7 @@ extension PlaceDatabase {
                 let insertMeta = try database.prepare("INSERT INTO meta(key, value) VALUES (?, ?)")
                 for (key, value) in [
                     ("schema_version", String(schemaVersion)), ("place_count", String(places.count)),
-                    ("imported_at", isoTimestamp()),
+                    ("imported_at", ISO8601.utc(Double(time(nil)))),
                 ] {
                     try insertMeta.bind(key, at: 1)
                     try insertMeta.bind(value, at: 2)
@@ -214,15 +214,5 @@ extension PlaceDatabase {
     static func directoryName(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
-    /// Now, as ISO 8601 UTC without Foundation.
-    static func isoTimestamp() -> String {
-        var now = time(nil)
-        var parts = tm()
-        gmtime_r(&now, &parts)
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 }
