@@ -21,8 +21,6 @@ final class PBFReader {
     let totalBytes: Int
     /// Offset of the next blob: how far reading has got.
     private(set) var bytesRead = 0
-    /// Features the OSMHeader lists as required (all supported, or init throws).
-    private(set) var requiredFeatures: [String] = []
 
     private let fd: Int32
     private var blob: ByteBuffer
@@ -230,7 +228,6 @@ final class PBFReader {
         if let unsupported = features.first(where: { !Self.supportedFeatures.contains($0) }) {
             throw .unsupportedFeature(path: path, feature: unsupported)
         }
-        requiredFeatures = features
     }
 
     // MARK: - I/O

@@ -4,7 +4,6 @@ import PlacedCore
 /// for `finish()`, when every node location is known, because a file need not list nodes first.
 struct PlaceCollector {
     var nodes = NodeLocations()
-    var nodeCount = 0
     var wayCount = 0
     var relationCount = 0
     private(set) var places: [Place] = []
@@ -21,6 +20,7 @@ struct PlaceCollector {
     /// The node refs of all pending ways, end to end.
     private var wayRefs: [Int64] = []
 
+    var nodeCount: Int { nodes.count }
     var elementCount: Int { nodeCount + wayCount + relationCount }
 
     mutating func addNode(id: Int64, location: NodeLocation, tags: PlaceTags, strings: StringTable) {
@@ -83,9 +83,9 @@ struct PlaceCollector {
         var place = Place(
             id: "osm:way/\(way.id)", name: way.name, kind: way.kind, address: way.address,
             coordinate: points[points.count / 2], bounds: bounds)
-        if isClosed, let inside = Shape.pointOnSurface(ofRing: points) {
+        if isClosed, let inside = Shape.pointOnSurface(ofRing: points, bounds: bounds) {
             place.coordinate = inside
-            place.area = Shape.area(ofRing: points)
+            place.area = Shape.area(ofRing: points, bounds: bounds)
             place.outline = points
         }
         return place

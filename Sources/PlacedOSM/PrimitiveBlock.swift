@@ -142,7 +142,6 @@ struct PrimitiveBlockDecoder {
             longitude &+= try longitudes.signedVarint()
             let location = try scale.location(latitude, longitude, node: id)
             collector.nodes.append(id: id, location: location)
-            collector.nodeCount += 1
             guard hasTags else { continue }
             var tags = PlaceTags()
             while true {
@@ -203,7 +202,6 @@ struct PrimitiveBlockDecoder {
         }
         let location = try scale.location(latitude, longitude, node: id)
         collector.nodes.append(id: id, location: location)
-        collector.nodeCount += 1
         let tags = try readTags(keys: keys, values: values)
         if tags.mayBePlace(isWay: false) {
             collector.addNode(id: id, location: location, tags: tags, strings: strings)

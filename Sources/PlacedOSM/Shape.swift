@@ -19,8 +19,9 @@ public enum Shape {
 
     /// Area in square metres of a ring (closed or not): the shoelace formula on a local east/north
     /// plane around the ring's centre, exact to well under a percent for anything a place can be.
-    public static func area(ofRing ring: [Coordinate]) -> Double {
-        guard ring.count >= 3, let box = bounds(of: ring) else { return 0 }
+    /// `bounds`: the ring's, when the caller has them already.
+    public static func area(ofRing ring: [Coordinate], bounds: BoundingBox? = nil) -> Double {
+        guard ring.count >= 3, let box = bounds ?? Self.bounds(of: ring) else { return 0 }
         let projection = LocalProjection(origin: box.center)
         var twiceArea = 0.0
         var previous = projection.project(ring[ring.count - 1])
@@ -37,9 +38,9 @@ public enum Shape {
     /// The line runs halfway between the two vertex latitudes nearest the ring's middle latitude,
     /// so it passes through no vertex (the scheme of GEOS's InteriorPointArea). A horizontal line is
     /// horizontal on any east/north plane too, so degrees serve as well as metres. Nil for a ring
-    /// with no interior (fewer than 3 points, or all at one latitude).
-    public static func pointOnSurface(ofRing ring: [Coordinate]) -> Coordinate? {
-        guard ring.count >= 3, let box = bounds(of: ring) else { return nil }
+    /// with no interior (fewer than 3 points, or all at one latitude). `bounds` as for `area`.
+    public static func pointOnSurface(ofRing ring: [Coordinate], bounds: BoundingBox? = nil) -> Coordinate? {
+        guard ring.count >= 3, let box = bounds ?? Self.bounds(of: ring) else { return nil }
         let middle = box.center.latitude
         var below = box.minLatitude
         var above = box.maxLatitude

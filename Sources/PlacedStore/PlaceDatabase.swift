@@ -352,6 +352,13 @@ protocol FixedWidthLittleEndian {
     var littleEndianStorage: Self { get }
 }
 
+extension FixedWidthLittleEndian {
+    /// A column as the file stores it: each value's little-endian bytes, end to end.
+    static func littleEndianBytes(_ values: [Self]) -> [UInt8] {
+        values.map(\.littleEndianStorage).withUnsafeBytes { Array($0) }
+    }
+}
+
 extension Float: FixedWidthLittleEndian {
     init(littleEndianStorage value: Float) {
         self = Float(bitPattern: UInt32(littleEndian: value.bitPattern))

@@ -118,12 +118,10 @@ extension PlaceDatabase {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 var kindCodes: [String: UInt32] = [:]
-                var areaColumn = [UInt8]()
-                var reachColumn = [UInt8]()
-                var kindColumn = [UInt8]()
-                areaColumn.reserveCapacity(4 * places.count)
-                reachColumn.reserveCapacity(4 * places.count)
-                kindColumn.reserveCapacity(4 * places.count)
+                var areas: [Float] = [], reaches: [Float] = [], kinds: [UInt32] = []
+                areas.reserveCapacity(places.count)
+                reaches.reserveCapacity(places.count)
+                kinds.reserveCapacity(places.count)
                 for (number, original) in order.enumerated() {
                     let place = places[Int(original)]
                     try insert.bind(Int64(number + 1), at: 1)
@@ -161,15 +159,10 @@ extension PlaceDatabase {
                         code = UInt32(kindCodes.count)
                         kindCodes[place.kind] = code
                     }
-                    withUnsafeBytes(of: Float(place.area).bitPattern.littleEndian) {
-                        areaColumn.append(contentsOf: $0)
-                    }
+                    areas.append(Float(place.area))
                     // Rounded up, so the stored reach never falls short of the footprint.
-                    let reach = place.reach > 0 ? Float(place.reach).nextUp : 0
-                    withUnsafeBytes(of: reach.bitPattern.littleEndian) {
-                        reachColumn.append(contentsOf: $0)
-                    }
-                    withUnsafeBytes(of: code.littleEndian) { kindColumn.append(contentsOf: $0) }
+                    reaches.append(place.reach > 0 ? Float(place.reach).nextUp : 0)
+                    kinds.append(code)
                 }
 
                 let insertKind = try database.prepare("INSERT INTO kinds(code, kind) VALUES (?, ?)")
@@ -183,8 +176,8 @@ extension PlaceDatabase {
                 let insertColumn = try database.prepare(
                     "INSERT INTO place_columns(name, data) VALUES (?, ?)")
                 for (name, bytes) in [
-                    ("index", index.serialized()), ("area", areaColumn), ("reach", reachColumn),
-                    ("kind", kindColumn),
+                    ("index", index.serialized()), ("area", Float.littleEndianBytes(areas)),
+                    ("reach", Float.littleEndianBytes(reaches)), ("kind", UInt32.littleEndianBytes(kinds)),
                 ] {
                     try insertColumn.bind(name, at: 1)
                     try insertColumn.bind(blob: bytes, at: 2)

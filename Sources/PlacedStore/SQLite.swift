@@ -243,11 +243,7 @@ public final class Statement {
         sqlite3_reset(handle)
     }
 
-    public func clearBindings() { sqlite3_clear_bindings(handle) }
-
     // MARK: Columns
-
-    public var columnCount: Int32 { sqlite3_column_count(handle) }
 
     public func isNull(at column: Int32) -> Bool {
         sqlite3_column_type(handle, column) == SQLITE_NULL

@@ -77,7 +77,7 @@ public final class SelectionLog {
     public init(path: String, busyTimeout: Int = 5000) throws(SelectionLogError) {
         self.path = path
         self.busyTimeout = busyTimeout
-        let opened = try Connection(path: path, busyTimeout: busyTimeout)
+        let opened = try Connection.open(path, busyTimeout: busyTimeout)
         connection = opened
         counts = opened.counts
     }
@@ -95,8 +95,8 @@ public final class SelectionLog {
         connection = nil
         // Another writer holding the lock is no reason to stop serving the history: read it again.
         connection =
-            (try? Connection(path: path, busyTimeout: busyTimeout))
-            ?? (try? Connection(readingOnly: path, busyTimeout: busyTimeout))
+            (try? Connection.open(path, busyTimeout: busyTimeout))
+            ?? (try? Connection.reading(path, busyTimeout: busyTimeout))
         counts = connection?.counts ?? counts
         return !isReadOnly
     }
@@ -110,14 +110,16 @@ public final class SelectionLog {
     private struct Connection {
         let database: Database
         let insert: Statement
-        let isReadOnly: Bool
+        let history: Statement
         let counts: [String: Int]
 
+        var isReadOnly: Bool { database.isReadOnly }
+
         /// For writing if the file can be written, else for reading.
-        init(path: String, busyTimeout: Int) throws(SelectionLogError) {
+        static func open(_ path: String, busyTimeout: Int) throws(SelectionLogError) -> Connection {
+            let database: Database
             do {
                 database = try SelectionLog.openForWriting(path, busyTimeout: busyTimeout)
-                isReadOnly = database.isReadOnly
             } catch let writeError {
                 // Read-only media or file: serve what is there. Busy is another writer, not a read-only log.
                 guard writeError.primaryCode != SQLITE_BUSY, writeError.primaryCode != SQLITE_LOCKED,
@@ -126,35 +128,35 @@ public final class SelectionLog {
                     throw .cannotOpen(path: path, reason: writeError.message)
                 }
                 database = reader
-                isReadOnly = true
             }
-            (insert, counts) = try Self.prepare(database, path: path)
+            return try Connection(database, path: path)
         }
 
         /// For reading only.
-        init(readingOnly path: String, busyTimeout: Int) throws(SelectionLogError) {
+        static func reading(_ path: String, busyTimeout: Int) throws(SelectionLogError) -> Connection {
+            let database: Database
             do {
                 database = try SelectionLog.openForReading(path, busyTimeout: busyTimeout)
             } catch {
                 throw .cannotOpen(path: path, reason: error.message)
             }
-            isReadOnly = true
-            (insert, counts) = try Self.prepare(database, path: path)
+            return try Connection(database, path: path)
         }
 
-        private static func prepare(_ database: Database, path: String) throws(SelectionLogError) -> (
-            Statement, [String: Int]
-        ) {
+        private init(_ database: Database, path: String) throws(SelectionLogError) {
+            self.database = database
             do {
-                let insert = try database.prepare(
+                insert = try database.prepare(
                     "INSERT INTO selections(\(SelectionLog.insertedColumns))"
                         + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                history = try database.prepare(
+                    "SELECT \(SelectionLog.columns) FROM selections WHERE id < ? ORDER BY id DESC LIMIT ?")
                 let count = try database.prepare("SELECT place_id, count(*) FROM selections GROUP BY place_id")
                 var counts: [String: Int] = [:]
                 while try count.step() {
                     counts[count.text(at: 0) ?? "", default: 0] = Int(count.int64(at: 1))
                 }
-                return (insert, counts)
+                self.counts = counts
             } catch {
                 throw .cannotOpen(path: path, reason: error.message)
             }
@@ -221,10 +223,9 @@ public final class SelectionLog {
 
     /// Selections newest first; `before` (a selection id) pages back through older ones.
     public func history(limit: Int, before: Int64? = nil) throws(SelectionLogError) -> [Marker] {
-        let database = try open().database
+        let query = try open().history
         do {
-            let query = try database.prepare(
-                "SELECT \(Self.columns) FROM selections WHERE id < ? ORDER BY id DESC LIMIT ?")
+            defer { query.reset() }
             try query.bind(before ?? Int64.max, at: 1)
             try query.bind(Int64(max(0, limit)), at: 2)
             var markers: [Marker] = []
