@@ -41,15 +41,3 @@ public struct Fix: Sendable, Equatable {
     /// gpsd's `eph` is a 95 % horizontal radius; for a circular normal error that is 2.448 σ.
     public static func sigma(fromEPH eph: Double) -> Double { eph / 2.448 }
 }
-
-public enum FixError: Error, Equatable, CustomStringConvertible {
-    case invalidCoordinate(latitude: Double, longitude: Double)
-    case noFix
-
-    public var description: String {
-        switch self {
-        case let .invalidCoordinate(lat, lon): "invalid coordinate \(lat),\(lon)"
-        case .noFix: "no fix"
-        }
-    }
-}

@@ -42,11 +42,6 @@ public enum Geodesy {
         inverse(a, b).distance
     }
 
-    /// Initial bearing (forward azimuth) from `a` towards `b`, degrees clockwise from north in [0, 360).
-    public static func initialBearing(from a: Coordinate, to b: Coordinate) -> Double {
-        inverse(a, b).initialBearing
-    }
-
     /// Distance and initial bearing of the geodesic from `a` to `b`.
     public static func inverse(_ a: Coordinate, _ b: Coordinate) -> (distance: Double, initialBearing: Double) {
         if a == b { return (0, 0) }
@@ -151,6 +146,13 @@ public struct LocalProjection: Sendable {
             Geodesy.normalizedLongitudeDelta(c.longitude - origin.longitude) * metresPerDegreeLongitude,
             (c.latitude - origin.latitude) * metresPerDegreeLatitude
         )
+    }
+
+    /// The point `east` and `north` metres from the origin: `project` undone (longitudes unwrapped).
+    public func coordinate(east: Double, north: Double) -> Coordinate {
+        Coordinate(
+            latitude: origin.latitude + north / metresPerDegreeLatitude,
+            longitude: origin.longitude + east / metresPerDegreeLongitude)
     }
 
     @inline(__always)

@@ -40,12 +40,22 @@ public struct ReachIndex: Sendable {
     /// footprint exactly), grouped by tier, each tier nearest first.
     public func members(within radius: Double, of center: Coordinate) -> [Int32] {
         var found: [Int32] = []
-        var neighbours: [PlaceIndex.Neighbor] = []
-        for tier in tiers {
-            tier.index.within(radius + tier.reach, of: center, into: &neighbours)
-            for n in neighbours { found.append(tier.members[n.index]) }
-        }
+        var scratch: [PlaceIndex.Neighbor] = []
+        members(within: radius, of: center, into: &found, scratch: &scratch)
         return found
+    }
+
+    /// The same into `found` (emptied first), with `scratch` for the index queries: a caller that
+    /// keeps both, as the daemon does for every move, allocates nothing once they have grown.
+    public func members(
+        within radius: Double, of center: Coordinate, into found: inout [Int32],
+        scratch: inout [PlaceIndex.Neighbor]
+    ) {
+        found.removeAll(keepingCapacity: true)
+        for tier in tiers {
+            tier.index.within(radius + tier.reach, of: center, into: &scratch)
+            for n in scratch { found.append(tier.members[n.index]) }
+        }
     }
 
     /// 0 for reach 0, then 1 for reach ≤ 16 m, 2 for ≤ 32 m, …

@@ -23,6 +23,7 @@ final class PlaceCatalog {
     private var recent: [Int: Place] = [:]
     private var older: [Int: Place] = [:]
     private var neighbours: [PlaceIndex.Neighbor] = []
+    private var areaMembers: [Int32] = []
     /// Places per cache generation: the neighbourhood of a few moves in a dense city.
     static let defaultCacheLimit = 4096
     private let cacheLimit: Int
@@ -52,7 +53,8 @@ final class PlaceCatalog {
         for neighbour in neighbours where placeSet.areas[neighbour.index] == 0 {
             found.append(try place(at: neighbour.index))
         }
-        for member in areas.members(within: radius, of: center) {
+        areas.members(within: radius, of: center, into: &areaMembers, scratch: &neighbours)
+        for member in areaMembers {
             found.append(try place(at: Int(areaNumbers[Int(member)])))
         }
         return found

@@ -190,12 +190,8 @@ enum SyntheticCountry {
                 if cumulative[mid] < pick { low = mid + 1 } else { high = mid }
             }
             let town = towns[low]
-            let p = LocalProjection(origin: town.center)
-            points.append(
-                Coordinate(
-                    latitude: town.center.latitude + random.gaussian() * town.sigmaMetres / p.metresPerDegreeLatitude,
-                    longitude: town.center.longitude + random.gaussian() * town.sigmaMetres / p.metresPerDegreeLongitude
-                ))
+            let north = random.gaussian() * town.sigmaMetres, east = random.gaussian() * town.sigmaMetres
+            points.append(LocalProjection(origin: town.center).coordinate(east: east, north: north))
         }
         return points
     }
@@ -205,10 +201,8 @@ enum SyntheticCountry {
         var random = SplitMix64(seed: seed)
         return (0..<count).map { _ in
             let p = points[Int(random.next() % UInt64(points.count))]
-            let projection = LocalProjection(origin: p)
-            return Coordinate(
-                latitude: p.latitude + random.gaussian() * 50 / projection.metresPerDegreeLatitude,
-                longitude: p.longitude + random.gaussian() * 50 / projection.metresPerDegreeLongitude)
+            let north = random.gaussian() * 50, east = random.gaussian() * 50
+            return LocalProjection(origin: p).coordinate(east: east, north: north)
         }
     }
 }

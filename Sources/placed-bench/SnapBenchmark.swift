@@ -266,11 +266,8 @@ struct Visit {
     /// The position seen through a receiver at rest whose noise is `sigma` metres per axis, stated as
     /// `Fix.accuracy` the way the daemon states gpsd's eph.
     func fix(sigma: Double, _ rng: inout SplitMix64) -> Fix {
-        let p = LocalProjection(origin: position)
         let east = sigma * rng.gaussian(), north = sigma * rng.gaussian()
-        let noisy = Coordinate(
-            latitude: position.latitude + north / p.metresPerDegreeLatitude,
-            longitude: position.longitude + east / p.metresPerDegreeLongitude)
+        let noisy = LocalProjection(origin: position).coordinate(east: east, north: north)
         return Fix(coordinate: noisy, accuracy: sigma, speed: 0)
     }
 }
@@ -310,12 +307,9 @@ struct VisitSampler {
             }
             return place.coordinate  // a sliver: its inside point is inside by construction
         }
-        let p = LocalProjection(origin: place.coordinate)
         let r = Visit.pointPremises * rng.uniform(in: 0...1).squareRoot()
         let angle = rng.uniform(in: 0...(2 * .pi))
-        return Coordinate(
-            latitude: place.coordinate.latitude + r * sin(angle) / p.metresPerDegreeLatitude,
-            longitude: place.coordinate.longitude + r * cos(angle) / p.metresPerDegreeLongitude)
+        return LocalProjection(origin: place.coordinate).coordinate(east: r * cos(angle), north: r * sin(angle))
     }
 }
 

@@ -7,10 +7,7 @@ private let centre = Coordinate(latitude: 60.17, longitude: 24.94)
 /// A coordinate `east` and `north` metres from `origin`, in the same local plane the ranker measures in,
 /// so distances come back exact to ~1e-12.
 private func offset(_ origin: Coordinate, east: Double, north: Double) -> Coordinate {
-    let p = LocalProjection(origin: origin)
-    return Coordinate(
-        latitude: origin.latitude + north / p.metresPerDegreeLatitude,
-        longitude: origin.longitude + east / p.metresPerDegreeLongitude)
+    LocalProjection(origin: origin).coordinate(east: east, north: north)
 }
 
 private func point(

@@ -11,10 +11,7 @@ import Testing
 private let centre = Coordinate(latitude: 60.1699, longitude: 24.9384)
 
 private func offset(east: Double, north: Double) -> Coordinate {
-    let p = LocalProjection(origin: centre)
-    return Coordinate(
-        latitude: centre.latitude + north / p.metresPerDegreeLatitude,
-        longitude: centre.longitude + east / p.metresPerDegreeLongitude)
+    LocalProjection(origin: centre).coordinate(east: east, north: north)
 }
 
 /// A rectangle west…east × south…north (metres from the centre) whose point is `inside`.
