@@ -43,12 +43,11 @@ func runImportBenchmark(_ arguments: [String]) throws {
         var osmium = Double.infinity
         var extract: PlaceExtract?
         for _ in 0..<runs {  // interleaved, so all three see the same machine load
-            let start = monotonicSeconds()
+            let start = BenchClock.now()
             extract = try OSM.extractPlaces(path: file)
-            let decoded = monotonicSeconds()
+            read = min(read, BenchClock.seconds(since: start))
             try PlaceDatabase.replace(at: database, with: extract!.places)
-            read = min(read, decoded - start)
-            withDatabase = min(withDatabase, monotonicSeconds() - start)
+            withDatabase = min(withDatabase, BenchClock.seconds(since: start))
             osmium = min(osmium, try timeOsmiumExport(file))
         }
         let elements = Double(extract!.statistics.elements)
@@ -56,13 +55,13 @@ func runImportBenchmark(_ arguments: [String]) throws {
         func ratio(_ seconds: Double) -> String { "\((osmium / seconds).formatted(decimals: 2))x" }
         print(
             String(file.split(separator: "/").last ?? "").padding(26),
-            String(extract!.statistics.elements).leftPadding(9),
-            String(extract!.places.count).leftPadding(7),
-            read.formatted(decimals: 3).leftPadding(8),
-            withDatabase.formatted(decimals: 3).leftPadding(6),
-            osmium.formatted(decimals: 3).leftPadding(9), rate(read).leftPadding(11),
-            rate(withDatabase).leftPadding(10), rate(osmium).leftPadding(12), ratio(read).leftPadding(9),
-            ratio(withDatabase).leftPadding(8))
+            BenchFormat.pad(String(extract!.statistics.elements), 9),
+            BenchFormat.pad(String(extract!.places.count), 7),
+            BenchFormat.pad(read.formatted(decimals: 3), 8),
+            BenchFormat.pad(withDatabase.formatted(decimals: 3), 6),
+            BenchFormat.pad(osmium.formatted(decimals: 3), 9), BenchFormat.pad(rate(read), 11),
+            BenchFormat.pad(rate(withDatabase), 10), BenchFormat.pad(rate(osmium), 12), BenchFormat.pad(ratio(read), 9),
+            BenchFormat.pad(ratio(withDatabase), 8))
     }
 }
 
@@ -77,24 +76,12 @@ func helsinkiExtractPath(file: String = #filePath) -> String {
 private func timeOsmiumExport(_ file: String) throws -> Double {
     let output = "/tmp/placed-bench-osmium-export.geojsonseq"
     defer { unlink(output) }
-    let start = monotonicSeconds()
-    let status = try spawn([
-        "osmium", "export", file, "-f", "geojsonseq", "-o", output, "--overwrite",
-    ])
-    let elapsed = monotonicSeconds() - start
-    guard status == 0 else { throw BenchmarkError("osmium export exited with \(status)") }
+    var status: Int32 = 0
+    let elapsed = try BenchClock.seconds {
+        status = try spawn(["osmium", "export", file, "-f", "geojsonseq", "-o", output, "--overwrite"])
+    }
+    guard status == 0 else { throw BenchmarkFailure("osmium export exited with \(status)") }
     return elapsed
-}
-
-struct BenchmarkError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-func monotonicSeconds() -> Double {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
 
 /// Runs a program from PATH with output discarded; its exit status.
@@ -109,7 +96,7 @@ func spawn(_ argv: [String]) throws -> Int32 {
     var pid = pid_t()
     let result = posix_spawnp(&pid, argv[0], &actions, nil, &cArguments, environ)
     guard result == 0 else {
-        throw BenchmarkError("\(argv[0]): \(String(cString: strerror(result)))")
+        throw BenchmarkFailure("\(argv[0]): \(String(cString: strerror(result)))")
     }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
@@ -129,7 +116,7 @@ enum SyntheticExtract {
         try write(nodes: nodes, to: opl)
         defer { unlink(opl) }
         guard try spawn(["osmium", "cat", opl, "-o", path, "--overwrite"]) == 0 else {
-            throw BenchmarkError("osmium cat failed to convert \(opl)")
+            throw BenchmarkFailure("osmium cat failed to convert \(opl)")
         }
         return path
     }
@@ -141,7 +128,7 @@ enum SyntheticExtract {
     ]
 
     private static func write(nodes: Int, to path: String) throws {
-        guard let file = fopen(path, "w") else { throw BenchmarkError("cannot write \(path)") }
+        guard let file = fopen(path, "w") else { throw BenchmarkFailure("cannot write \(path)") }
         defer { fclose(file) }
         var random = SplitMix64(seed: 42)
         let meta = "v1 dV c1 t2020-01-01T00:00:00Z i1 umapper"
@@ -186,11 +173,5 @@ enum SyntheticExtract {
             let way = 1 + Int(random.next() % UInt64(ways))
             emit("r\(id) \(meta) Ttype=multipolygon,landuse=grass Mw\(way)@outer\n")
         }
-    }
-}
-
-extension String {
-    func leftPadding(_ width: Int) -> String {
-        count >= width ? self : String(repeating: " ", count: width - count) + self
     }
 }

@@ -40,12 +40,7 @@ func jsonBenchmark(_ arguments: [String]) throws {
 private func measure(_ iterations: Int, _ body: () -> Void) -> Double {
     var best = Double.infinity
     for _ in 0..<5 {
-        var start = timespec()
-        var end = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &start)
-        for _ in 0..<iterations { body() }
-        clock_gettime(CLOCK_MONOTONIC, &end)
-        let seconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
+        let seconds = BenchClock.seconds { for _ in 0..<iterations { body() } }
         best = min(best, seconds / Double(iterations))
     }
     return best

@@ -72,7 +72,7 @@ enum LoadMeasurement {
         guard count > 0 else { throw BenchmarkFailure("nothing loaded from \(path)") }
         let goal = mode.hasPrefix("stored") ? (milliseconds <= 300 && after.rss <= 100 ? "met" : "MISSED") : "-"
         print(
-            mode.padding(toWidth: 15), BenchFormat.column(milliseconds, 13, decimals: 1),
+            mode.padding(15), BenchFormat.column(milliseconds, 13, decimals: 1),
             BenchFormat.column(before.rss, 15, decimals: 1), BenchFormat.column(after.rss, 14, decimals: 1),
             BenchFormat.column(after.peak, 13, decimals: 1), "  " + goal)
     }
@@ -184,11 +184,5 @@ enum LoadMeasurement {
             }
             return place
         }
-    }
-}
-
-extension String {
-    fileprivate func padding(toWidth width: Int) -> String {
-        count >= width ? self : self + String(repeating: " ", count: width - count)
     }
 }

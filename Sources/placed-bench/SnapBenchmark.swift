@@ -394,34 +394,26 @@ func timeRanking(places: [Place], finder: PlaceFinder, ranker: Ranker, label: St
         var rng = SplitMix64(seed: options.seed &+ 77 &+ UInt64(accuracy))
         let sigma = AccuracyReading.radius95.sigma(forAccuracy: accuracy)
         let fixes = (0..<options.timedFixes).map { _ in sampler.next(&rng).fix(sigma: sigma, &rng) }
-        var nanoseconds: [UInt64] = []
-        nanoseconds.reserveCapacity(fixes.count)
+        var microseconds: [Double] = []
+        microseconds.reserveCapacity(fixes.count)
         var candidates = 0
         var listed = 0
         for fix in fixes {
-            let start = monotonicNanoseconds()
+            let start = BenchClock.now()
             let found = finder.candidates(for: fix, ranker: ranker)
             let ranking = try ranker.rank(fix: fix, candidates: found)
-            nanoseconds.append(monotonicNanoseconds() - start)
+            microseconds.append(BenchClock.microseconds(since: start))
             candidates += found.count
             listed += ranking.places.count
         }
-        nanoseconds.sort()
-        let p50 = Double(nanoseconds[nanoseconds.count / 2]) / 1000
-        let p99 = Double(nanoseconds[nanoseconds.count * 99 / 100]) / 1000
+        let times = Percentiles(microseconds)
         let meanCandidates = Double(candidates) / Double(fixes.count)
         let meanListed = Double(listed) / Double(fixes.count)
         print(
             "\(pad(label, 12))\(pad("\(Int(accuracy)) m", 10))\(pad(meanCandidates.formatted(decimals: 1), 12))"
-                + "\(pad(meanListed.formatted(decimals: 1), 8))\(pad(p50.formatted(decimals: 1), 9))\(p99.formatted(decimals: 1))"
+                + "\(pad(meanListed.formatted(decimals: 1), 8))\(pad(times.p50.formatted(decimals: 1), 9))\(times.p99.formatted(decimals: 1))"
         )
     }
-}
-
-func monotonicNanoseconds() -> UInt64 {
-    var t = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
 }
 
 /// Copies of the extract laid side by side (each shifted by the extract's extent, ids made unique)
