@@ -25,13 +25,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "integration"))
-from harness import GpsFake, Placed, bin_path, free_port  # noqa: E402
+from harness import GpsFake, Placed, bin_path, free_port, percentile, rss_mb  # noqa: E402
 import nmea  # noqa: E402
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 class GpsPipe:
@@ -71,13 +66,6 @@ def strace_calls(pid, seconds):
     total = re.search(r"^100\.00\s+\S+\s+\S+\s+(\d+)\s+(\d+)?\s*total", out, re.M)
     calls = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", out, re.M)}
     return (int(total.group(1)) if total else 0), calls
-
-
-def rss_kb(pid):
-    for line in open("/proc/%d/status" % pid):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def main():
@@ -145,7 +133,7 @@ def main():
         for name in ("placed", "gpspipe"):
             total, calls = results[name]
             print("  %-8s syscalls %d %s" % (name, total, calls if calls else ""))
-        print("  placed RSS               %.1f MB (Helsinki places loaded)" % (rss_kb(placed.proc.pid) / 1024))
+        print("  placed RSS               %.1f MB (Helsinki places loaded)" % rss_mb(placed.proc.pid))
         print("  goal                     no syscalls beyond watchdog pings: %s"
               % ("met" if results["placed"][0] == 0 else "MISSED"))
     finally:

@@ -9,7 +9,6 @@ the page cache warm and cold. Each run is a fresh placed with a static location 
 Usage: bench/startup.py [--runs N]
 """
 import argparse
-import json
 import os
 import pathlib
 import socket
@@ -21,7 +20,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "integration"))
-from harness import bin_path  # noqa: E402
+from harness import PLACES, VarlinkSocket, bin_path, rss_mb  # noqa: E402
 
 HELSINKI = ROOT / "data" / "helsinki-center.osm.pbf"
 
@@ -37,19 +36,10 @@ def evict(path):
 
 def first_ranking(path):
     """Calls Current until a ranking is out; its generation."""
-    while True:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(str(path))
-            client.sendall(b'{"method":"io.placed.Places.Current"}\0')
-            reply = b""
-            while not reply.endswith(b"\0"):
-                chunk = client.recv(65536)
-                if not chunk:
-                    raise RuntimeError("placed closed the connection")
-                reply += chunk
-        generation = json.loads(reply[:-1]).get("parameters", {}).get("generation", 0)
-        if generation >= 1:
-            return generation
+    client = VarlinkSocket(path)
+    while (generation := client.call(PLACES + ".Current").get("generation", 0)) < 1:
+        pass
+    return generation
 
 
 def start_once(placed, database, work):
@@ -78,8 +68,7 @@ def start_once(placed, database, work):
         ready = time.monotonic() - started
         first_ranking(work / "sock")
         ranked = time.monotonic() - started
-        with open("/proc/%d/status" % proc.pid) as status:
-            rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+        rss = rss_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

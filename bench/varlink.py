@@ -28,16 +28,11 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "integration"))
-from harness import HELSINKI_CENTER, PLACES, PlacedService, VarlinkSocket, bin_path  # noqa: E402
+from harness import HELSINKI_CENTER, PLACES, PlacedService, VarlinkSocket, bin_path, percentile, rss_mb  # noqa: E402
 
 CURRENT = json.dumps({"method": PLACES + ".Current"}).encode() + b"\0"
 REFRESH = json.dumps({"method": PLACES + ".Refresh"}).encode() + b"\0"
 WATCH = json.dumps({"method": PLACES + ".Watch", "more": True}).encode() + b"\0"
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def cpu_seconds(pid):
@@ -191,8 +186,7 @@ def main():
         print("  Refresh reply  p50 %6.2f ms  (sent after the broadcast is queued)" % percentile(replied, 50))
         print("  goal: all watchers within 10 ms at p50: %s"
               % ("met" if percentile(last_watcher, 50) <= 10 else "MISSED"))
-        print("  daemon RSS %.1f MB" % (int(next(line.split()[1] for line in open("/proc/%d/status" % pid)
-                                                   if line.startswith("VmRSS:"))) / 1024))
+        print("  daemon RSS %.1f MB" % rss_mb(pid))
     finally:
         placed.stop()
         shutil.rmtree(directory)

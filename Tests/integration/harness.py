@@ -23,6 +23,18 @@ def bin_path(config: str, name: str) -> pathlib.Path:
     return pathlib.Path(out) / name
 
 
+def percentile(values, p):
+    """The value at percentile `p` (0-100) of `values`, nearest rank."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def rss_mb(pid):
+    """A process's resident set (VmRSS) in MB."""
+    with open("/proc/%d/status" % pid) as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -117,6 +129,35 @@ class Placed:
                 self.proc.wait()
         self._reader.join(5)
         return self.proc.returncode
+
+
+class NotifySocket:
+    """A NOTIFY_SOCKET like systemd's: a datagram socket collecting what placed sends."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.messages = []  # (monotonic time, {key: value})
+
+    def read(self, until, timeout=10):
+        """Collect messages until `until(messages)` is true."""
+        deadline = time.monotonic() + timeout
+        while not until(self.messages):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("notify messages so far: %r" % [m for _, m in self.messages])
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(4096).decode()
+            except socket.timeout:
+                continue
+            fields = dict(line.split("=", 1) for line in data.split("\n") if "=" in line)
+            self.messages.append((time.monotonic(), fields))
+        return self.messages
+
+    def keys(self):
+        return [k for _, m in self.messages for k in m if k != "STATUS"]
 
 
 class VarlinkReplyError(Exception):

@@ -1,46 +1,15 @@
 """placed as a systemd service: sd_notify protocol, watchdog, SIGHUP reload, and the shipped units."""
 import fcntl
-import json
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
-import time
 
 
 from conftest import ROOT
-from harness import Placed
-
-
-class NotifySocket:
-    """A NOTIFY_SOCKET like systemd's: a datagram socket collecting what placed sends."""
-
-    def __init__(self, path):
-        self.path = str(path)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(self.path)
-        self.messages = []  # (monotonic time, {key: value})
-
-    def read(self, until, timeout=10):
-        """Collect messages until `until(messages)` is true."""
-        deadline = time.monotonic() + timeout
-        while not until(self.messages):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError("notify messages so far: %r" % [m for _, m in self.messages])
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(4096).decode()
-            except socket.timeout:
-                continue
-            fields = dict(line.split("=", 1) for line in data.split("\n") if "=" in line)
-            self.messages.append((time.monotonic(), fields))
-        return self.messages
-
-    def keys(self):
-        return [k for _, m in self.messages for k in m if k != "STATUS"]
+from harness import PLACES, NotifySocket, Placed, VarlinkSocket
 
 
 def start(placed_bin, tmp_path, *args, env=None):
@@ -220,27 +189,15 @@ def unix_listener(path):
     return listener
 
 
-def varlink_call(sock, method):
-    sock.sendall(json.dumps({"method": "io.placed.Places." + method}).encode() + b"\0")
-    data = b""
-    while not data.endswith(b"\0"):
-        chunk = sock.recv(65536)
-        assert chunk, "placed closed the connection"
-        data += chunk
-    return json.loads(data[:-1])
-
-
 def test_socket_activation_keeps_clients_waiting_across_a_restart(placed_bin, places_db, tmp_path):
     shutil.copy(places_db, tmp_path / "places.db")
     listener = unix_listener(tmp_path / "passed")
     # A client connects and asks before any placed runs: the call waits in the socket.
-    early = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    early.connect(str(tmp_path / "passed"))
-    early.settimeout(10)
+    early = VarlinkSocket(tmp_path / "passed")
     placed = activated(placed_bin, tmp_path, [listener], "--static", "60.1699,24.9384,10",
                        "--socket", tmp_path / "configured")
     try:
-        assert varlink_call(early, "Status")["parameters"]["generation"] == 1
+        assert early.call(PLACES + ".Status")["generation"] == 1
         placed.wait_for(r"varlink: serving on %s, the socket systemd passed" % re.escape(str(tmp_path / "passed")))
         placed.wait_for(r"warning: Socket=%s is not used" % re.escape(str(tmp_path / "configured")))
         assert not (tmp_path / "configured").exists()
@@ -249,12 +206,10 @@ def test_socket_activation_keeps_clients_waiting_across_a_restart(placed_bin, pl
     assert (tmp_path / "passed").exists(), "placed must not remove a socket systemd owns"
 
     # Between two runs the socket still takes connections; the next placed answers them.
-    waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    waiting.connect(str(tmp_path / "passed"))
-    waiting.settimeout(10)
+    waiting = VarlinkSocket(tmp_path / "passed")
     again = activated(placed_bin, tmp_path, [listener], "--static", "60.1699,24.9384,10")
     try:
-        assert varlink_call(waiting, "Status")["parameters"]["places"] > 0
+        assert waiting.call(PLACES + ".Status")["places"] > 0
     finally:
         assert again.stop() == 0
     listener.close()
