@@ -47,6 +47,15 @@ public struct Ranking: Sendable, Equatable {
     }
 }
 
+extension Ranking {
+    /// The same ranking with only its first `limit` places.
+    public func limited(to limit: Int) -> Ranking {
+        var limited = self
+        limited.places = Array(places.prefix(limit))
+        return limited
+    }
+}
+
 public enum RankingError: Error, Equatable, CustomStringConvertible {
     case invalidLimit(Int)
     case invalidFix(latitude: Double, longitude: Double)

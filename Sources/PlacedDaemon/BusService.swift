@@ -8,8 +8,6 @@ final class BusService: DaemonObserver {
     static let name = "io.placed.Placed1"
     static let path = "/io/placed/Placed1"
     static let errorPrefix = "io.placed.Placed1.Error."
-    /// Places per ranking in PlacesChanged: the default list length.
-    static let signalLimit = Ranker.defaultLimit
 
     private unowned let daemon: Daemon
     private let bus: Bus
@@ -92,7 +90,7 @@ final class BusService: DaemonObserver {
     // MARK: Broadcasts
 
     func daemon(_ daemon: Daemon, published ranking: Ranking) {
-        let places = ranking.places.prefix(Self.signalLimit).map(\.busRecord)
+        let places = ranking.places.map(\.busRecord)
         send { try object.emitSignal("PlacesChanged", [.uint64(ranking.generation), .dictionaries(places)]) }
     }
 

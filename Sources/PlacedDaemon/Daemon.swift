@@ -10,6 +10,7 @@ import PlacedSystem
 /// What an interface hears from the daemon, to broadcast (PlacesChanged, MarkerPlaced,
 /// PropertiesChanged, varlink Watch replies).
 public protocol DaemonObserver: AnyObject {
+    /// A new ranking, cut to the default list length.
     func daemon(_ daemon: Daemon, published ranking: Ranking)
     func daemon(_ daemon: Daemon, placed marker: Marker)
     func daemon(_ daemon: Daemon, changed properties: Set<DaemonProperty>)
@@ -199,7 +200,9 @@ public final class Daemon {
         let top = published.places.prefix(3).map { "\($0.place.name) \($0.likelihood.formatted(decimals: 2))" }
         Log.info("ranking \(published.generation): \(top.isEmpty ? "no places near" : top.joined(separator: ", "))")
         ServiceNotifier.status(statusLine)
-        for observer in observers { observer.daemon(self, published: published) }
+        // Broadcasts carry the default list; a client wanting more asks for it.
+        let broadcast = published.limited(to: Ranker.defaultLimit)
+        for observer in observers { observer.daemon(self, published: broadcast) }
         emit([.generation])
     }
 
@@ -224,9 +227,7 @@ public final class Daemon {
     /// The latest ranking cut to `limit` places (nil: the default, 5).
     public func current(limit: Int?) throws(ServiceError) -> Ranking? {
         let limit = try Self.checkLimit(limit)
-        guard var ranking = history.latest else { return nil }
-        ranking.places = Array(ranking.places.prefix(limit))
-        return ranking
+        return history.latest?.limited(to: limit)
     }
 
     /// A what-if ranking at any position: changes nothing.

@@ -7,8 +7,6 @@ import PlacedSystem
 final class VarlinkService: DaemonObserver {
     static let interfaceName = "io.placed.Places"
     static let watch = interfaceName + ".Watch"
-    /// Places per ranking sent to watchers: the default list length.
-    static let watchLimit = Ranker.defaultLimit
 
     private unowned let daemon: Daemon
     let server: VarlinkServer
@@ -74,7 +72,7 @@ final class VarlinkService: DaemonObserver {
             case "Watch":
                 try call.rejectUnknownParameters(allowing: [])
                 try call.requireMore()
-                var first = rankingParameters(try daemon.current(limit: Self.watchLimit), places: true)
+                var first = rankingParameters(try daemon.current(limit: nil), places: true)
                 if let marker = daemon.marker { first["marker"] = Record.marker(marker).json }
                 try call.reply(first, continues: true)
             default:
@@ -123,9 +121,7 @@ final class VarlinkService: DaemonObserver {
     // MARK: Broadcasts
 
     func daemon(_ daemon: Daemon, published ranking: Ranking) {
-        var limited = ranking
-        limited.places = Array(ranking.places.prefix(Self.watchLimit))
-        _ = try? server.broadcast(rankingParameters(limited, places: true), toStreamsOf: Self.watch)
+        _ = try? server.broadcast(rankingParameters(ranking, places: true), toStreamsOf: Self.watch)
     }
 
     func daemon(_ daemon: Daemon, placed marker: Marker) {
