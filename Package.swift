@@ -24,20 +24,27 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
+        // JSON values for the wire formats (varlink, fleet payloads). No C, no I/O.
+        .target(name: "PlacedJSON", swiftSettings: lean),
         // Pure logic: geodesy, fixes, distance filter, places, index, ranking. No C, no I/O.
         .target(name: "PlacedCore", swiftSettings: lean),
+        // Seeded randomness and fixtures shared by the tests and the benchmarks; never in a shipped binary.
+        .target(name: "PlacedTestSupport", dependencies: ["PlacedSystem"]),
 
         // OpenStreetMap .osm.pbf decoding and place selection.
         .target(name: "PlacedOSM", dependencies: ["PlacedCore", "CZlib"], swiftSettings: lean),
-        // SQLite: places, selections, counts, last marker.
+        // SQLite: the places file (and the catalog ranked from it), selections, counts, last marker.
         .target(name: "PlacedStore", dependencies: ["PlacedCore", "CSQLite"], swiftSettings: lean),
-        // Typed Swift wrappers over libsystemd: event loop, notify, journal, sd-bus; the varlink server.
-        .target(name: "PlacedSystem", dependencies: ["PlacedCore", "CSystemd"], swiftSettings: lean),
-        // gpsd client over libgps.
+        // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
+        .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
+        // The varlink protocol: server, connections, calls, and the framing its clients share.
+        .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
+        // gpsd client over libgps: a LocationSource.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
-        // The daemon: one context wiring source, filter, ranker, store and the two interfaces.
+        // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal).
         .target(
-            name: "PlacedDaemon", dependencies: ["PlacedCore", "PlacedSystem", "PlacedGPS", "PlacedStore"],
+            name: "PlacedDaemon",
+            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "PlacedGPS", "PlacedStore"],
             swiftSettings: lean),
 
         .executableTarget(
@@ -45,19 +52,29 @@ let package = Package(
             // Only the parts of the standard library placed uses: idle RSS 10.9 MB instead of 12.2 MB.
             linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         // placectl's parser, clients (varlink socket, sd-bus) and output; main stays a thin shell.
-        .target(name: "PlacectlKit", dependencies: ["PlacedCore", "PlacedSystem", "CSystemd"]),
+        .target(
+            name: "PlacectlKit",
+            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "CSystemd"]),
         .executableTarget(
-            name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
+            name: "placectl",
+            dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
-            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite"]),
+            name: "placed-bench",
+            dependencies: ["PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedTestSupport", "CSQLite"]),
 
-        .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore"]),
-        .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM"]),
-        .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore"]),
-        .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
+        .testTarget(name: "PlacedJSONTests", dependencies: ["PlacedJSON", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedTestSupport"]),
+        .testTarget(
+            name: "PlacedVarlinkTests",
+            dependencies: ["PlacedVarlink", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
-        .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
-        .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem", "CSystemd"]),
+        .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon", "PlacedTestSupport"]),
+        .testTarget(
+            name: "PlacectlTests",
+            dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "CSystemd"]),
     ]
 )

@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedJSON
 import PlacedSystem
 
 #if canImport(Glibc)

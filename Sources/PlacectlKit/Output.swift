@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedJSON
 
 #if canImport(Glibc)
     import Glibc

@@ -1,86 +1,11 @@
 import PlacedCore
+import PlacedJSON
 import PlacedSystem
+import PlacedVarlink
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// The varlink wire format: JSON objects, each terminated by a NUL byte.
-public enum VarlinkWire {
-    /// A call, framed: `{"method":"io.placed.Places.Watch","more":true,"parameters":{...}}\0`.
-    public static func call(_ method: String, parameters: [String: JSON] = [:], more: Bool = false)
-        throws(JSONError) -> [UInt8]
-    {
-        var message: [String: JSON] = ["method": .string(method), "parameters": .object(parameters)]
-        if more { message["more"] = true }
-        return try VarlinkServer.frame(.object(message))
-    }
-
-    /// One reply: its parameters, or the error it names; `continues` while more replies follow.
-    public struct Reply: Equatable, Sendable {
-        public var parameters: [String: JSON]
-        public var error: String?
-        public var continues: Bool
-
-        public init(parameters: [String: JSON], error: String? = nil, continues: Bool = false) {
-            self.parameters = parameters
-            self.error = error
-            self.continues = continues
-        }
-
-        /// Reads a reply message; anything but an object with an object (or absent) `parameters`
-        /// is a protocol violation.
-        public init(_ message: JSON) throws(ClientError) {
-            guard let object = message.object else { throw .protocolViolation("a reply that is not an object") }
-            switch object["parameters"] {
-            case nil, .null?: parameters = [:]
-            case .object(let members)?: parameters = members
-            default: throw .protocolViolation("reply parameters that are not an object")
-            }
-            switch object["error"] {
-            case nil, .null?: error = nil
-            case .string(let name)?: error = name
-            default: throw .protocolViolation("an error name that is not a string")
-            }
-            continues = object["continues"]?.bool ?? false
-        }
-    }
-
-    /// Splits a byte stream into messages at NUL bytes, holding a partial message until the rest
-    /// arrives. A message longer than `maximumMessageSize` is an error, not unbounded memory.
-    public struct Framer: Sendable {
-        public let maximumMessageSize: Int
-        private var buffer: [UInt8] = []
-        private var scanned = 0
-
-        public init(maximumMessageSize: Int = 16 << 20) { self.maximumMessageSize = maximumMessageSize }
-
-        public mutating func append(_ bytes: some Sequence<UInt8>) { buffer.append(contentsOf: bytes) }
-
-        /// The next complete message, parsed; nil until one is complete.
-        public mutating func next() throws(ClientError) -> JSON? {
-            guard let end = buffer[scanned...].firstIndex(of: 0) else {
-                scanned = buffer.count
-                if buffer.count > maximumMessageSize {
-                    throw .protocolViolation("a message longer than \(maximumMessageSize) bytes")
-                }
-                return nil
-            }
-            defer {
-                buffer.removeSubrange(...end)
-                scanned = 0
-            }
-            do {
-                return try JSON(parsing: buffer[..<end])
-            } catch {
-                throw .protocolViolation("\(error)")
-            }
-        }
-
-        /// Bytes of a message not yet complete.
-        public var pendingCount: Int { buffer.count }
-    }
-}
 
 /// A client of placed's varlink socket: blocking calls with a timeout, one at a time.
 public final class VarlinkClient: PlacesClient {
@@ -172,8 +97,7 @@ public final class VarlinkClient: PlacesClient {
             readable = try loop.loop.onIO(fd: fd) { [unowned self] _ in
                 do throws(ClientError) {
                     guard try self.readChunk() else { return finish(.disconnected(endpoint: self.endpoint)) }
-                    while let message = try self.framer.next() {
-                        let reply = try VarlinkWire.Reply(message)
+                    while let reply = try self.nextReply() {
                         if let name = reply.error {
                             return finish(.daemon(name: name, parameters: reply.parameters, message: nil))
                         }
@@ -223,12 +147,21 @@ public final class VarlinkClient: PlacesClient {
     /// The next reply, waiting at most `timeout` for each chunk.
     private func receive() throws(ClientError) -> VarlinkWire.Reply {
         while true {
-            if let message = try framer.next() {
-                let reply = try VarlinkWire.Reply(message)
+            if let reply = try nextReply() {
                 if let name = reply.error { throw .daemon(name: name, parameters: reply.parameters, message: nil) }
                 return reply
             }
             guard try readChunk() else { throw .disconnected(endpoint: endpoint) }
+        }
+    }
+
+    /// The next complete reply in what was read; nil until one is complete.
+    private func nextReply() throws(ClientError) -> VarlinkWire.Reply? {
+        do {
+            guard let message = try framer.next() else { return nil }
+            return try VarlinkWire.Reply(message)
+        } catch {
+            throw .protocolViolation(error.description)
         }
     }
 

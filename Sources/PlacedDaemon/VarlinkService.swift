@@ -1,5 +1,7 @@
 import PlacedCore
+import PlacedJSON
 import PlacedSystem
+import PlacedVarlink
 
 /// The `io.placed.Places` varlink interface on the daemon's Unix socket. Each method reads its
 /// parameters (wrong types are the client's InvalidParameter), calls the daemon operation and

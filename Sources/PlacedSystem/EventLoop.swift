@@ -50,17 +50,17 @@ public final class EventLoop {
 
     // MARK: Sources
 
-    /// Calls `handler` with the ready epoll events whenever `fd` is ready for `events`.
+    /// Calls `handler` with the ready events whenever `fd` is ready for `events`.
     public func onIO(
-        fd: Int32, events: UInt32 = UInt32(EPOLLIN.rawValue), _ handler: @escaping (UInt32) -> Void
+        fd: Int32, events: IOEvents = .readable, _ handler: @escaping (IOEvents) -> Void
     ) throws(SystemError) -> EventSource {
         let box = EventSource.Box(.io(handler))
         var source: OpaquePointer?
         try checkSD(
             sd_event_add_io(
-                handle, &source, fd, events,
+                handle, &source, fd, events.rawValue,
                 { _, _, revents, userdata in
-                    EventSource.Box.from(userdata).fireIO(revents)
+                    EventSource.Box.from(userdata).fireIO(IOEvents(rawValue: revents))
                     return 0
                 }, box.opaque), "sd_event_add_io")
         return EventSource(source!, box)
@@ -127,7 +127,7 @@ public final class EventLoop {
 public final class EventSource {
     final class Box {
         enum Handler {
-            case io((UInt32) -> Void)
+            case io((IOEvents) -> Void)
             case plain(() -> Void)
         }
         let handler: Handler
@@ -138,7 +138,7 @@ public final class EventSource {
             Unmanaged<Box>.fromOpaque(pointer!).takeUnretainedValue()
         }
         func fire() { if case let .plain(h) = handler { h() } }
-        func fireIO(_ revents: UInt32) { if case let .io(h) = handler { h(revents) } }
+        func fireIO(_ revents: IOEvents) { if case let .io(h) = handler { h(revents) } }
     }
 
     private var source: OpaquePointer?
@@ -174,8 +174,20 @@ public final class EventSource {
     }
 
     /// For I/O sources: which epoll events to wait for (e.g. add EPOLLOUT while output is queued).
-    public func setIOEvents(_ events: UInt32) throws(SystemError) {
+    public func setIOEvents(_ events: IOEvents) throws(SystemError) {
         guard let source else { return }
-        try checkSD(sd_event_source_set_io_events(source, events), "sd_event_source_set_io_events")
+        try checkSD(sd_event_source_set_io_events(source, events.rawValue), "sd_event_source_set_io_events")
     }
+}
+
+/// What a descriptor is ready for (epoll's events), asked for and reported by `EventLoop.onIO`.
+public struct IOEvents: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let readable = IOEvents(rawValue: EPOLLIN.rawValue)
+    public static let writable = IOEvents(rawValue: EPOLLOUT.rawValue)
+    public static let error = IOEvents(rawValue: EPOLLERR.rawValue)
+    /// The peer hung up; reported whether asked for or not.
+    public static let hangUp = IOEvents(rawValue: EPOLLHUP.rawValue)
 }

@@ -111,7 +111,7 @@ public enum UnixSocket {
     }
 
     /// Makes `fd` non-blocking and close-on-exec (accept4 is hidden from Swift without _GNU_SOURCE).
-    static func configureAccepted(_ fd: Int32) throws(SystemError) {
+    public static func configureAccepted(_ fd: Int32) throws(SystemError) {
         try setNonBlocking(fd)
         try checkPOSIX(fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(FD_CLOEXEC)")
     }
@@ -120,6 +120,35 @@ public enum UnixSocket {
     public static func setNonBlocking(_ fd: Int32) throws(SystemError) {
         let flags = try checkPOSIX(fcntl(fd, F_GETFL), "fcntl(F_GETFL)")
         try checkPOSIX(fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(O_NONBLOCK)")
+    }
+
+    /// What a non-blocking read or write on a connected socket came to.
+    public enum Transfer: Equatable, Sendable {
+        /// This many bytes (more than 0).
+        case bytes(Int)
+        /// Nothing now: the socket would block (or the call was interrupted); wait for readiness.
+        case wouldBlock
+        /// The peer closed its sending side (reads only).
+        case endOfStream
+    }
+
+    /// Reads what `fd` has, up to `buffer.count` bytes, without waiting.
+    public static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError)
+        -> Transfer
+    {
+        let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+        if count > 0 { return .bytes(count) }
+        if count == 0 { return .endOfStream }
+        if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return .wouldBlock }
+        throw SystemError("recv", errno: errno)
+    }
+
+    /// Writes what `fd` takes of `bytes` now, without waiting and without SIGPIPE.
+    public static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Transfer {
+        let count = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+        if count > 0 { return .bytes(count) }
+        if count == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return .wouldBlock }
+        throw SystemError("send", errno: errno)
     }
 
     private static func socketAddress(_ path: String) throws(SystemError) -> sockaddr_un {

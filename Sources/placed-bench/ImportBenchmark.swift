@@ -1,6 +1,7 @@
 import PlacedCore
 import PlacedOSM
 import PlacedStore
+import PlacedTestSupport
 
 // placed-bench import: .osm.pbf → places, beside `osmium export` of the same file in the same run.
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import CSQLite
 import PlacedCore
 import PlacedStore
+import PlacedTestSupport
 
 // placed-bench index: "within 250 m" on the packed kd-tree beside an SQLite R*Tree, same places,
 // same queries, same answers.

@@ -6,6 +6,8 @@
 #endif
 import Foundation
 import PlacedCore
+import PlacedJSON
+import PlacedTestSupport
 
 func jsonBenchmark(_ arguments: [String]) throws {
     let iterations = arguments.first.flatMap(Int.init) ?? 2_000

@@ -1,5 +1,6 @@
 import PlacedCore
 import PlacedStore
+import PlacedTestSupport
 
 // placed-bench load: daemon start-up with a 1 M-place database — open + load time and RSS, measured
 // in fresh child processes so nothing of the generator's memory is counted.

@@ -15,6 +15,7 @@
 #endif
 import PlacedCore
 import PlacedOSM
+import PlacedTestSupport
 
 func snapBenchmark(_ arguments: [String]) throws {
     if arguments.contains("--help") || arguments.contains("-h") {

@@ -2,6 +2,7 @@ import CSystemd
 import Foundation
 import PlacectlKit
 import PlacedCore
+import PlacedJSON
 import PlacedSystem
 import Testing
 

@@ -1,3 +1,4 @@
+import PlacedTestSupport
 import Testing
 @testable import PlacedCore
 

@@ -1,5 +1,6 @@
 import PlacedCore
 import PlacedStore
+import PlacedTestSupport
 import Testing
 
 @testable import PlacedDaemon

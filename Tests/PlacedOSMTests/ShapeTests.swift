@@ -1,5 +1,6 @@
 import Foundation
 import PlacedCore
+import PlacedTestSupport
 import Testing
 
 @testable import PlacedOSM

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import PlacedCore
+import PlacedTestSupport
 import Testing
 
 @testable import PlacedStore

@@ -1,4 +1,5 @@
 import Foundation
+import PlacedTestSupport
 import Testing
 
 @testable import PlacedSystem
@@ -179,7 +180,7 @@ private final class BusHarness {
     }
 
     /// Runs a tool against the bus while this loop serves it.
-    func run(_ arguments: [String]) throws -> ProcessResult { try PlacedSystemTests.run(arguments, pumping: loop) }
+    func run(_ arguments: [String]) throws -> ProcessResult { try PlacedTestSupport.run(arguments, pumping: loop) }
 
     func busctl(_ arguments: String...) throws -> ProcessResult {
         try run(["/usr/bin/busctl", "--address=\(dbus.address)"] + arguments)

@@ -1,3 +1,4 @@
+import PlacedTestSupport
 import Testing
 #if canImport(Glibc)
     import Glibc

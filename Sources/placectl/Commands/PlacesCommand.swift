@@ -1,5 +1,6 @@
 import PlacectlKit
 import PlacedCore
+import PlacedJSON
 import PlacedSystem
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import PlacectlKit
 import PlacedCore
+import PlacedJSON
 
 /// `placectl select ID|ROW`: records that the device is at a place of a recent ranking.
 enum SelectCommand: Command {

@@ -1,5 +1,6 @@
 import PlacectlKit
 import PlacedCore
+import PlacedJSON
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,5 @@
-import CSystemd
-import PlacedCore
+import PlacedJSON
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -136,7 +136,7 @@ public final class VarlinkServer {
     {
         let streams = openStreams(of: method)
         guard !streams.isEmpty else { return 0 }
-        let bytes = try VarlinkServer.frame(["continues": true, "parameters": .object(parameters)])
+        let bytes = try VarlinkWire.reply(parameters, continues: true)
         var delivered = 0
         for call in streams where call.connection?.send(bytes) == true { delivered += 1 }
         return delivered
@@ -268,20 +268,5 @@ public final class VarlinkServer {
         } catch {
             call.fail(VarlinkError(configuration.internalError))
         }
-    }
-
-    // MARK: Framing
-
-    /// One message on the wire: compact JSON and the NUL terminator.
-    public static func frame(_ message: JSON) throws(JSONError) -> [UInt8] {
-        var bytes = try message.encoded()
-        bytes.append(0)
-        return bytes
-    }
-
-    static func frame(error: VarlinkError) -> [UInt8] {
-        let message: JSON = ["error": .string(error.name), "parameters": .object(error.parameters)]
-        // Error parameters that cannot be encoded (NaN) are dropped rather than the error itself.
-        return (try? frame(message)) ?? (try! frame(["error": .string(error.name), "parameters": [:]]))
     }
 }

@@ -1,6 +1,8 @@
+import PlacedJSON
+import PlacedTestSupport
 import Testing
 
-@testable import PlacedCore
+@testable import PlacedJSON
 
 private func parse(_ text: String) throws(JSONError) -> JSON { try JSON(parsing: text) }
 

@@ -1,6 +1,6 @@
 import Foundation
 
-@testable import PlacedSystem
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -12,7 +12,7 @@ import Foundation
 extension EventLoop {
     /// Runs the loop until `condition` holds; false if it still does not after `seconds`.
     @discardableResult
-    func pump(seconds: Double = 10, until condition: () throws -> Bool) throws -> Bool {
+    public func pump(seconds: Double = 10, until condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while try !condition() {
             if Date() > deadline { return false }
@@ -22,14 +22,14 @@ extension EventLoop {
     }
 }
 
-struct ProcessResult {
-    var status: Int32
-    var output: String
-    var errors: String
+public struct ProcessResult {
+    public var status: Int32
+    public var output: String
+    public var errors: String
 }
 
 /// Runs a program to its end while `loop` serves it; `step` runs between loop iterations.
-func run(
+public func run(
     _ arguments: [String], pumping loop: EventLoop, seconds: Double = 30, whileRunning step: () throws -> Void = {}
 ) throws -> ProcessResult {
     let process = Process()
@@ -54,7 +54,7 @@ func run(
 }
 
 /// A new empty directory under /tmp (mode 0700).
-func makeTemporaryDirectory(_ prefix: String) -> String {
+public func makeTemporaryDirectory(_ prefix: String) -> String {
     var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
     return String(cString: mkdtemp(&template)!)
 }

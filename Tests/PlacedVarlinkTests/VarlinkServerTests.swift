@@ -1,8 +1,12 @@
 import Foundation
 import PlacedCore
+import PlacedJSON
+import PlacedTestSupport
 import Testing
 
-@testable import PlacedSystem
+import PlacedSystem
+
+@testable import PlacedVarlink
 
 #if canImport(Glibc)
     import Glibc

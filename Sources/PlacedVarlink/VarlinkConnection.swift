@@ -1,12 +1,12 @@
-import CSystemd
-import PlacedCore
+import PlacedJSON
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// One client of a `VarlinkServer`: its socket, input buffer, bounded output queue and the call in
-/// progress. All I/O is non-blocking on the server's loop.
+/// One client of a `VarlinkServer`: its protocol state, its input framer and its bounded output
+/// queue. All I/O is non-blocking on the server's loop.
 ///
 /// Flow control: while a call is in progress the connection stops reading, so a client that
 /// pipelines requests is held back by its own socket buffer, never by our memory. Output is written
@@ -14,30 +14,40 @@ import PlacedCore
 /// EPOLLOUT is requested only while that queue is non-empty. A client whose queue would overflow
 /// is dropped.
 final class VarlinkConnection {
+    /// Where the connection is in the protocol, as sd-varlink keeps it: one value, not a set of flags.
+    enum State {
+        /// Waiting for the client's next call (reading).
+        case idle
+        /// A call's replies are owed; nothing more is read until it finishes.
+        case serving(VarlinkCall)
+        /// The client shut down its sending side: answer the call in progress (if any) and what is
+        /// queued, then close.
+        case draining(VarlinkCall?)
+        case closed(CloseReason)
+    }
+
+    enum CloseReason: Equatable {
+        case peerClosed, queueFull, protocolError, ioError, serverClosed
+    }
+
     let fd: Int32
     let credentials: Credentials
     private unowned let server: VarlinkServer
     private var source: EventSource?
+    private(set) var state: State = .idle
 
-    /// Bytes read but not yet framed into messages; `input[consumed...]` is pending.
-    private var input: [UInt8] = []
-    private var consumed = 0
-    /// Where the search for the next NUL resumes, so a message arriving in pieces is scanned once.
-    private var scanned = 0
-
+    private var framer: VarlinkWire.Framer
     /// Chunks waiting for the socket; the first is written from `headOffset`. Broadcasts share one
     /// array among all clients (copy-on-write), so a queued broadcast costs no copy per client.
     private var output: [[UInt8]] = []
     private var outputHead = 0
     private var headOffset = 0
     private(set) var queuedBytes = 0
-
-    /// The call whose replies the client waits for; nil between calls. Oneway calls never occupy it.
-    private(set) var currentCall: VarlinkCall?
-    private var readClosed = false
-    private var processing = false
-    private var ioEvents: UInt32 = 0
-    private(set) var isClosed = false
+    /// Set while framing and dispatching input: a call that finishes inside its handler lets the
+    /// framing loop go on instead of re-entering it.
+    private var dispatching = false
+    /// The epoll events asked for now, so they are changed only when they must be.
+    private var ioEvents: IOEvents
 
     init(fd: Int32, credentials: Credentials, server: VarlinkServer, loop: EventLoop)
         throws(SystemError)
@@ -45,7 +55,8 @@ final class VarlinkConnection {
         self.fd = fd
         self.credentials = credentials
         self.server = server
-        ioEvents = EPOLLIN.rawValue
+        framer = VarlinkWire.Framer(maximumMessageSize: server.configuration.maxMessageSize)
+        ioEvents = .readable
         source = try loop.onIO(fd: fd, events: ioEvents) { [weak self] events in
             self?.handle(events: events)
         }
@@ -58,16 +69,33 @@ final class VarlinkConnection {
         }
     }
 
-    enum CloseReason { case peerClosed, queueFull, protocolError, ioError, serverClosed }
+    var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    /// The call whose replies the client waits for; nil between calls. Oneway calls never occupy it.
+    var currentCall: VarlinkCall? {
+        switch state {
+        case .serving(let call): call
+        case .draining(let call): call
+        case .idle, .closed: nil
+        }
+    }
+
+    private var isReadable: Bool {
+        if case .idle = state { return true }
+        return false
+    }
 
     // MARK: Events
 
-    private func handle(events: UInt32) {
-        if events & EPOLLERR.rawValue != 0 { return close(reason: .ioError) }
-        if events & EPOLLOUT.rawValue != 0 { flush() }
+    private func handle(events: IOEvents) {
+        if events.contains(.error) { return close(reason: .ioError) }
+        if events.contains(.writable) { flush() }
         guard !isClosed else { return }
-        if events & EPOLLHUP.rawValue != 0 { return hangUp() }
-        if events & EPOLLIN.rawValue != 0 {
+        if events.contains(.hangUp) { return hangUp() }
+        if events.contains(.readable) {
             readOnce()
             processInput()
         }
@@ -77,7 +105,7 @@ final class VarlinkConnection {
     /// what it sent before leaving (a oneway call still runs), then close. With a call in progress
     /// nobody is left to read its replies.
     private func hangUp() {
-        while !isClosed, !readClosed, currentCall == nil, readOnce() {
+        while isReadable, readOnce() {
             processInput()
         }
         close(reason: .peerClosed)
@@ -86,107 +114,93 @@ final class VarlinkConnection {
     /// Reads what the socket has (up to the scratch size); false when nothing came.
     @discardableResult
     private func readOnce() -> Bool {
-        let count = server.scratch.withUnsafeMutableBytes { buffer in
-            recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-        }
-        if count > 0 {
-            if consumed == input.count {
-                input.removeAll(keepingCapacity: true)
-                consumed = 0
-                scanned = 0
+        let transfer: UnixSocket.Transfer
+        do {
+            transfer = try server.scratch.withUnsafeMutableBytes { buffer throws(SystemError) in
+                try UnixSocket.receive(fd, into: buffer)
             }
-            input.append(contentsOf: server.scratch[..<count])
-            return true
-        }
-        if count == 0 {
-            readClosed = true
-            updateEvents()
-        } else if errno != EAGAIN && errno != EINTR {
+        } catch {
             close(reason: .ioError)
+            return false
         }
-        return false
+        switch transfer {
+        case .bytes(let count):
+            framer.append(server.scratch[..<count])
+            return true
+        case .endOfStream:
+            switch state {
+            case .idle: state = .draining(nil)
+            case .serving(let call): state = .draining(call)
+            case .draining, .closed: break
+            }
+            updateEvents()
+            return false
+        case .wouldBlock:
+            return false
+        }
     }
 
     /// Frames and dispatches complete messages until a call stays open or the input runs out.
     /// Re-entrant calls (a handler finishing synchronously) fall through to the running loop.
     func processInput() {
-        guard !processing else { return }
-        processing = true
-        defer { processing = false }
-        let limit = server.configuration.maxMessageSize
-        while !isClosed, currentCall == nil, consumed < input.count {
-            guard let end = input[scanned...].firstIndex(of: 0) else {
-                scanned = input.count
-                if input.count - consumed > limit { return tooLarge() }
-                break
+        guard !dispatching else { return }
+        dispatching = true
+        defer { dispatching = false }
+        while isReadable || isDrainingIdle {
+            let message: ArraySlice<UInt8>
+            do {
+                guard let next = try framer.nextMessage() else { break }
+                message = next
+            } catch {
+                let limit = server.configuration.maxMessageSize
+                return terminate(
+                    VarlinkError(server.configuration.messageTooLargeError, ["limit": .number(Double(limit))]))
             }
-            if end - consumed > limit { return tooLarge() }
-            let message = input[consumed..<end]
-            consumed = end + 1
-            scanned = consumed
             handleMessage(message)
         }
         guard !isClosed else { return }
-        if consumed == input.count {
-            // Idle clients keep no buffer: a thousand of them cost a thousand sockets, nothing more.
-            input = []
-            consumed = 0
-            scanned = 0
-        } else if consumed > 0 {
-            // Keep only the unprocessed tail, so a client that pipelines without pause cannot grow it.
-            input.removeSubrange(..<consumed)
-            scanned -= consumed
-            consumed = 0
-        }
+        framer.compact()
         updateEvents()
         closeIfDone()
     }
 
-    private func tooLarge() {
-        let limit = server.configuration.maxMessageSize
-        terminate(
-            VarlinkError(server.configuration.messageTooLargeError, ["limit": .number(Double(limit))]))
+    /// Shut down by the client with no call open: what it sent before is still served.
+    private var isDrainingIdle: Bool {
+        if case .draining(nil) = state { return true }
+        return false
     }
 
     private func handleMessage(_ bytes: ArraySlice<UInt8>) {
+        let invalid = server.configuration.invalidMessageError
         let message: JSON
         do {
             message = try JSON(parsing: bytes)
         } catch {
-            return terminate(
-                VarlinkError(
-                    server.configuration.invalidMessageError, ["reason": .string(error.description)]))
+            return terminate(VarlinkError(invalid, ["reason": .string(error.description)]))
         }
         guard case .object(let fields) = message, let method = fields["method"]?.string else {
-            return terminate(
-                VarlinkError(
-                    server.configuration.invalidMessageError, ["reason": "expected an object with a method"]))
+            return terminate(VarlinkError(invalid, ["reason": "expected an object with a method"]))
         }
         var parameters: [String: JSON] = [:]
         switch fields["parameters"] {
         case nil, .null?: break
         case .object(let object)?: parameters = object
-        default:
-            return terminate(
-                VarlinkError(
-                    server.configuration.invalidMessageError, ["reason": "parameters must be an object"]))
+        default: return terminate(VarlinkError(invalid, ["reason": "parameters must be an object"]))
         }
         var flags: [String: Bool] = [:]
         for flag in ["more", "oneway", "upgrade"] {
             switch fields[flag] {
             case nil, .null?: flags[flag] = false
             case .bool(let value)?: flags[flag] = value
-            default:
-                return terminate(
-                    VarlinkError(
-                        server.configuration.invalidMessageError,
-                        ["reason": .string("\(flag) must be a boolean")]))
+            default: return terminate(VarlinkError(invalid, ["reason": .string("\(flag) must be a boolean")]))
             }
         }
         let call = VarlinkCall(
             method: method, parameters: parameters, more: flags["more"]!, oneway: flags["oneway"]!,
             connection: self)
-        if !call.oneway { currentCall = call }
+        if !call.oneway {
+            state = isDrainingIdle ? .draining(call) : .serving(call)
+        }
         server.dispatch(call)
         // No reply is owed for a oneway call; whatever the handler does later goes nowhere.
         if call.oneway { call.detach() }
@@ -194,23 +208,24 @@ final class VarlinkConnection {
 
     /// Best effort: queue `error` for the client, then disconnect.
     private func terminate(_ error: VarlinkError) {
-        _ = send(VarlinkServer.frame(error: error))
+        _ = send(error.framed)
         close(reason: .protocolError)
     }
 
     // MARK: Calls
 
     func callFinished(_ call: VarlinkCall) {
-        guard currentCall === call, !isClosed else { return }
-        currentCall = nil
+        switch state {
+        case .serving(let current) where current === call: state = .idle
+        case .draining(let current?) where current === call: state = .draining(nil)
+        default: return
+        }
         // Inside processInput the framing loop simply continues; otherwise resume reading now and
         // serve buffered calls on the next iteration.
-        guard !processing else { return }
+        guard !dispatching else { return }
         updateEvents()
-        if hasPendingInput || readClosed { server.scheduleProcessing(self) }
+        if framer.pendingCount > 0 || isDrainingIdle { server.scheduleProcessing(self) }
     }
-
-    private var hasPendingInput: Bool { consumed < input.count }
 
     // MARK: Output
 
@@ -218,24 +233,22 @@ final class VarlinkConnection {
     /// was just dropped because its queue is full.
     func send(_ bytes: [UInt8]) -> Bool {
         guard !isClosed else { return false }
-        if output.count == outputHead {
-            // Fast path: the socket usually takes the whole message now.
-            let written = bytes.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-            }
-            if written == bytes.count { return true }
-            if written < 0 {
-                guard errno == EAGAIN || errno == EINTR else {
-                    close(reason: .ioError)
-                    return false
-                }
-                enqueue(bytes, offset: 0)
-            } else {
-                enqueue(bytes, offset: written)
-            }
+        guard output.count == outputHead else {
+            enqueue(bytes, offset: 0)
             return !isClosed
         }
-        enqueue(bytes, offset: 0)
+        // Fast path: the socket usually takes the whole message now.
+        do {
+            let transfer = try bytes.withUnsafeBytes { buffer throws(SystemError) in try UnixSocket.send(fd, buffer) }
+            switch transfer {
+            case .bytes(let written) where written == bytes.count: return true
+            case .bytes(let written): enqueue(bytes, offset: written)
+            case .wouldBlock, .endOfStream: enqueue(bytes, offset: 0)
+            }
+        } catch {
+            close(reason: .ioError)
+            return false
+        }
         return !isClosed
     }
 
@@ -257,15 +270,15 @@ final class VarlinkConnection {
     private func flush() {
         while outputHead < output.count {
             let chunk = output[outputHead]
-            let written = chunk.withUnsafeBytes { buffer in
-                Glibc.send(
-                    fd, buffer.baseAddress! + headOffset, buffer.count - headOffset,
-                    Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-            }
-            if written < 0 {
-                if errno == EAGAIN || errno == EINTR { break }
+            let transfer: UnixSocket.Transfer
+            do {
+                transfer = try chunk.withUnsafeBytes { buffer throws(SystemError) in
+                    try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: buffer[headOffset...]))
+                }
+            } catch {
                 return close(reason: .ioError)
             }
+            guard case .bytes(let written) = transfer else { break }
             queuedBytes -= written
             headOffset += written
             if headOffset == chunk.count {
@@ -284,16 +297,16 @@ final class VarlinkConnection {
     /// After the client shut down its sending side: stay until the call in progress and the queued
     /// output are done, then close.
     private func closeIfDone() {
-        if !isClosed, readClosed, currentCall == nil, outputHead == output.count, !hasPendingInput {
+        if isDrainingIdle, outputHead == output.count, framer.pendingCount == 0 {
             close(reason: .peerClosed)
         }
     }
 
     private func updateEvents() {
         guard !isClosed else { return }
-        var events: UInt32 = 0
-        if !readClosed && currentCall == nil { events |= EPOLLIN.rawValue }
-        if outputHead < output.count { events |= EPOLLOUT.rawValue }
+        var events: IOEvents = []
+        if isReadable { events.insert(.readable) }
+        if outputHead < output.count { events.insert(.writable) }
         guard events != ioEvents else { return }
         ioEvents = events
         do { try source?.setIOEvents(events) } catch { close(reason: .ioError) }
@@ -303,14 +316,13 @@ final class VarlinkConnection {
 
     func close(reason: CloseReason) {
         guard !isClosed else { return }
-        isClosed = true
+        let call = currentCall
+        state = .closed(reason)
         // Detach from epoll before the descriptor number can be reused.
         source?.cancel()
         Glibc.close(fd)
         output = []
-        input = []
-        let call = currentCall
-        currentCall = nil
+        framer = VarlinkWire.Framer(maximumMessageSize: framer.maximumMessageSize)
         call?.cancel()
         // The server drops its reference itself when it closes everything (possibly from deinit).
         if reason != .serverClosed { server.connectionClosed(self) }
