@@ -39,5 +39,8 @@ public struct Fix: Sendable, Equatable {
     }
 
     /// gpsd's `eph` is a 95 % horizontal radius; for a circular normal error that is 2.448 σ.
-    public static func sigma(fromEPH eph: Double) -> Double { eph / 2.448 }
+    public static func sigma(fromEPH eph: Double) -> Double { eph / ephPerSigma }
+    /// The 95 % radius of an error of `sigma` per axis.
+    public static func eph(fromSigma sigma: Double) -> Double { sigma * ephPerSigma }
+    static let ephPerSigma = 2.448
 }

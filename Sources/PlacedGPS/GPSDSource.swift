@@ -6,10 +6,10 @@ import PlacedSystem
     import Glibc
 #endif
 
-/// Position fixes from gpsd over libgps, read when gpsd's socket is readable from the daemon's
+/// Position reports from gpsd over libgps, read when gpsd's socket is readable from the daemon's
 /// event loop. Survives gpsd going away (read error, EOF) or going silent: it reconnects with capped
 /// exponential backoff and reports its state, and never spins.
-public final class GPSDSource {
+public final class GPSDSource: LocationSource {
     public struct Configuration: Sendable, Equatable {
         public var host: String
         public var port: String
@@ -28,14 +28,13 @@ public final class GPSDSource {
         }
     }
 
-    public var onFix: (Fix) -> Void = { _ in }
-    public var onStateChange: (SourceState, _ reason: String) -> Void = { _, _ in }
+    public let name = "gpsd"
     public private(set) var state: SourceState = .connecting
+    private weak var sink: LocationSink?
 
     private let loop: EventLoop
     private let configuration: Configuration
     private var backoff: Backoff
-    private var gate = FixGate()
     private var data = gps_data_t()
     private var connected = false
     private var reader: EventSource?
@@ -54,7 +53,10 @@ public final class GPSDSource {
 
     deinit { disconnect() }
 
-    public func start() { connect() }
+    public func start(delivering sink: LocationSink) {
+        self.sink = sink
+        connect()
+    }
 
     public func stop() {
         disconnect()
@@ -90,7 +92,6 @@ public final class GPSDSource {
             scheduleReconnect(reason: "cannot watch gpsd socket: \(error)")
             return
         }
-        gate.reset()
         setState(.noFix, "connected to gpsd at \(endpoint)")
     }
 
@@ -141,13 +142,13 @@ public final class GPSDSource {
         let report = TPVReport(
             time: time, mode: Int(fix.mode), latitude: fix.latitude, longitude: fix.longitude,
             eph: fix.eph, altitude: fix.altHAE, speed: fix.speed, track: fix.track)
-        if let admitted = gate.admit(report, receivedAt: loop.now) {
+        if FixGate.isUsable(report) {
             backoff.reset()
             if state != .fix { setState(.fix, "fix") }
-            onFix(admitted)
         } else if report.mode == 1, state == .fix {
             setState(.noFix, "gpsd reports no fix")
         }
+        sink?.receive(report, at: loop.now)
     }
 
     private static let tpvPrefix = Array(#"{"class":"TPV""#.utf8).map { CChar(bitPattern: $0) }
@@ -170,6 +171,6 @@ public final class GPSDSource {
 
     private func setState(_ new: SourceState, _ reason: String) {
         state = new
-        onStateChange(new, reason)
+        sink?.locationSource(self, changedTo: new, reason: reason)
     }
 }

@@ -4,82 +4,88 @@ import CSystemd
     import Glibc
 #endif
 
-/// One D-Bus object implementing one interface: methods with checked signatures, read-only
-/// properties, signals, and the standard `Introspectable` and `Properties` interfaces
-/// (`org.freedesktop.DBus.Peer` is sd-bus's own).
-///
-/// sd-bus vtables are C macro arrays Swift cannot build, so the object registers one message
-/// callback for its path (`sd_bus_add_object`) and dispatches here. Loop thread only.
+/// One D-Bus object implementing one interface through an sd-bus vtable: sd-bus checks each call's
+/// argument types, dispatches it to the method's handler, answers `Introspect` from the vtable, and
+/// `Get`/`GetAll`/`Set` of the read-only properties from their getters (`org.freedesktop.DBus.Peer`
+/// is sd-bus's own). Declare every member, then register the object on a `Bus`. Loop thread only.
 public final class BusObject {
     public let path: String
     public let interface: String
-    /// Returned verbatim by `Introspect`; keep it equal to what is registered here.
-    public let introspectionXML: String
 
     /// A method handler returns the reply's values; a thrown `BusError` becomes the error reply,
     /// any other error `org.freedesktop.DBus.Error.Failed`.
     public typealias MethodHandler = (BusMethodCall) throws -> [BusValue]
+    /// A property getter; a thrown `BusError` becomes the error reply of the `Get` or `GetAll`.
+    public typealias PropertyGetter = () throws(BusError) -> BusValue
 
     private struct Method {
-        let arguments: String
-        let returns: String
+        let arguments: [BusArgument]
+        let returns: [BusArgument]
         let handler: MethodHandler
     }
     private struct Property {
         let signature: String
-        let get: () -> BusValue
+        let get: PropertyGetter
     }
 
-    private var methods: [String: Method] = [:]
-    private var properties: [String: Property] = [:]
-    private var propertyOrder: [String] = []
-    private var signals: [String: String] = [:]
+    private var methods: [(name: String, method: Method)] = []
+    private var properties: [(name: String, property: Property)] = []
+    private var signals: [(name: String, arguments: [BusArgument])] = []
     private weak var bus: Bus?
     private var slot: OpaquePointer?
+    /// The vtable sd-bus reads for as long as the object is registered, and the C strings it points to.
+    private var vtable: UnsafeMutablePointer<sd_bus_vtable>?
+    private var strings: [UnsafeMutablePointer<CChar>] = []
 
-    public init(path: String, interface: String, introspectionXML: String) {
+    public init(path: String, interface: String) {
         self.path = path
         self.interface = interface
-        self.introspectionXML = introspectionXML
     }
 
-    deinit { detach() }
+    deinit {
+        detach()
+        releaseVTable()
+    }
 
-    // MARK: Declaring members
+    // MARK: Declaring members (before registering)
 
-    /// `arguments` and `returns` are the D-Bus signatures (`"u"`, `"taa{sv}"`, `""`). A call with
-    /// other argument types is answered `InvalidArgs` without reaching the handler.
+    /// A method with named arguments, as introspection shows them. A call with other argument types
+    /// is answered `InvalidArgs` by sd-bus without reaching the handler.
+    public func addMethod(
+        _ name: String, arguments: [BusArgument], returns: [BusArgument], _ handler: @escaping MethodHandler
+    ) {
+        precondition(bus == nil, "declare members before registering the object")
+        methods.append((name, Method(arguments: arguments, returns: returns, handler: handler)))
+    }
+
+    /// A method with unnamed arguments, given as D-Bus signatures (`"u"`, `"taa{sv}"`, `""`).
     public func addMethod(
         _ name: String, arguments: String = "", returns: String = "", _ handler: @escaping MethodHandler
     ) {
-        methods[name] = Method(arguments: arguments, returns: returns, handler: handler)
+        addMethod(name, arguments: BusArgument.unnamed(arguments), returns: BusArgument.unnamed(returns), handler)
     }
 
-    /// A read-only property; `get` is asked on every `Get`/`GetAll` and `emitPropertiesChanged`.
-    public func addProperty(_ name: String, signature: String, get: @escaping () -> BusValue) {
-        if properties[name] == nil { propertyOrder.append(name) }
-        properties[name] = Property(signature: signature, get: get)
+    /// A read-only property that announces its changes (`emitPropertiesChanged`); `get` is asked on
+    /// every `Get`, `GetAll` and announcement.
+    public func addProperty(_ name: String, signature: String, get: @escaping PropertyGetter) {
+        precondition(bus == nil, "declare members before registering the object")
+        properties.append((name, Property(signature: signature, get: get)))
+    }
+
+    public func addSignal(_ name: String, arguments: [BusArgument]) {
+        precondition(bus == nil, "declare members before registering the object")
+        signals.append((name, arguments))
     }
 
     public func addSignal(_ name: String, signature: String) {
-        signals[name] = signature
+        addSignal(name, arguments: BusArgument.unnamed(signature))
     }
 
-    /// What is registered, as D-Bus signatures: for a test that the shipped introspection XML
-    /// describes exactly the live object.
+    /// What is declared, as D-Bus signatures.
     public struct Members: Equatable, Sendable {
         public var methods: [String: (arguments: String, returns: String)]
         public var properties: [String: String]
         public var signals: [String: String]
-
-        public init(
-            methods: [String: (arguments: String, returns: String)], properties: [String: String],
-            signals: [String: String]
-        ) {
-            self.methods = methods
-            self.properties = properties
-            self.signals = signals
-        }
 
         public static func == (a: Members, b: Members) -> Bool {
             a.properties == b.properties && a.signals == b.signals && a.methods.count == b.methods.count
@@ -91,8 +97,16 @@ public final class BusObject {
 
     public var members: Members {
         Members(
-            methods: methods.mapValues { ($0.arguments, $0.returns) },
-            properties: properties.mapValues(\.signature), signals: signals)
+            methods: Dictionary(
+                uniqueKeysWithValues: methods.map {
+                    (
+                        $0.name,
+                        (BusArgument.signature(of: $0.method.arguments), BusArgument.signature(of: $0.method.returns))
+                    )
+                }),
+            properties: Dictionary(uniqueKeysWithValues: properties.map { ($0.name, $0.property.signature) }),
+            signals: Dictionary(
+                uniqueKeysWithValues: signals.map { ($0.name, BusArgument.signature(of: $0.arguments)) }))
     }
 
     // MARK: Emitting
@@ -100,48 +114,48 @@ public final class BusObject {
     /// Emits signal `name`, which must be declared with the arguments' signature.
     public func emitSignal(_ name: String, _ arguments: [BusValue]) throws(SystemError) {
         let signature = arguments.map(\.signature).joined()
-        guard signals[name] == signature else {
+        guard signals.contains(where: { $0.name == name && BusArgument.signature(of: $0.arguments) == signature })
+        else {
             throw SystemError("signal \(interface).\(name)(\(signature)): not declared so", errno: EINVAL)
         }
-        try send(signal: name, of: interface, arguments)
-    }
-
-    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` with the current values of `names`.
-    public func emitPropertiesChanged(_ names: [String]) throws(SystemError) {
-        var changed: [String: BusValue] = [:]
-        for name in names {
-            guard let property = properties[name] else {
-                throw SystemError("property \(interface).\(name): not declared", errno: EINVAL)
-            }
-            changed[name] = property.get()
-        }
-        try send(
-            signal: "PropertiesChanged", of: "org.freedesktop.DBus.Properties",
-            [.string(interface), .dictionary(changed), .strings([])])
-    }
-
-    private func send(signal member: String, of interface: String, _ arguments: [BusValue]) throws(SystemError) {
-        guard let bus else { throw SystemError("\(path): not registered on a bus", errno: ENOTCONN) }
+        let bus = try registeredBus()
         var message: OpaquePointer?
         try checkSD(
-            sd_bus_message_new_signal(bus.handle, &message, path, interface, member), "sd_bus_message_new_signal")
+            sd_bus_message_new_signal(bus.handle, &message, path, interface, name), "sd_bus_message_new_signal")
         defer { sd_bus_message_unref(message) }
         try BusMessageBody(message: message!).append(arguments)
-        try checkSD(sd_bus_send(bus.handle, message, nil), "sd_bus_send(\(member))")
+        try checkSD(sd_bus_send(bus.handle, message, nil), "sd_bus_send(\(name))")
+    }
+
+    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` with the current values of `names`:
+    /// sd-bus asks their getters.
+    public func emitPropertiesChanged(_ names: [String]) throws(SystemError) {
+        for name in names where !properties.contains(where: { $0.name == name }) {
+            throw SystemError("property \(interface).\(name): not declared", errno: EINVAL)
+        }
+        let bus = try registeredBus()
+        var pointers: [UnsafeMutablePointer<CChar>?] = names.map { strdup($0) } + [nil]
+        defer { for pointer in pointers { free(pointer) } }
+        try checkSD(
+            sd_bus_emit_properties_changed_strv(bus.handle, path, interface, &pointers),
+            "sd_bus_emit_properties_changed(\(names.joined(separator: ", ")))")
+    }
+
+    private func registeredBus() throws(SystemError) -> Bus {
+        guard let bus else { throw SystemError("\(path): not registered on a bus", errno: ENOTCONN) }
+        return bus
     }
 
     // MARK: Registration, for Bus
 
     func attach(to bus: Bus) throws(SystemError) {
         guard self.bus == nil else { throw SystemError("\(path): already registered", errno: EALREADY) }
+        let table = buildVTable()
         var slot: OpaquePointer?
         try checkSD(
-            sd_bus_add_object(
-                bus.handle, &slot, path,
-                { message, userdata, _ in
-                    guard let message, let userdata else { return 0 }
-                    return Unmanaged<BusObject>.fromOpaque(userdata).takeUnretainedValue().handle(message)
-                }, Unmanaged.passUnretained(self).toOpaque()), "sd_bus_add_object(\(path))")
+            sd_bus_add_object_vtable(
+                bus.handle, &slot, path, interface, table, Unmanaged.passUnretained(self).toOpaque()),
+            "sd_bus_add_object_vtable(\(path))")
         self.slot = slot
         self.bus = bus
     }
@@ -152,126 +166,141 @@ public final class BusObject {
         bus = nil
     }
 
-    // MARK: Dispatch
+    /// One element per member between START and END, zeroed first as sd-bus requires; the C strings
+    /// live as long as the object.
+    private func buildVTable() -> UnsafeMutablePointer<sd_bus_vtable> {
+        releaseVTable()
+        let count = 2 + methods.count + properties.count + signals.count
+        let table = UnsafeMutablePointer<sd_bus_vtable>.allocate(capacity: count)
+        table.initialize(repeating: sd_bus_vtable(), count: count)
+        func keep(_ text: String) -> UnsafePointer<CChar> {
+            let copy = strdup(text)!
+            strings.append(copy)
+            return UnsafePointer(copy)
+        }
+        /// SD_BUS_PARAM's layout: every name followed by a NUL (the C string's own NUL ends the last).
+        func names(_ arguments: [BusArgument]) -> UnsafePointer<CChar> {
+            let bytes: [UInt8] = arguments.flatMap { Array($0.name.utf8) + [UInt8(0)] }
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            for (index, byte) in bytes.enumerated() { copy[index] = CChar(bitPattern: byte) }
+            copy[bytes.count] = 0
+            strings.append(copy)
+            return UnsafePointer(copy)
+        }
+        var element = table
+        placed_bus_vtable_start(element, 0)
+        for (name, method) in methods {
+            element += 1
+            placed_bus_vtable_method(
+                element, keep(name), keep(BusArgument.signature(of: method.arguments)),
+                keep(BusArgument.signature(of: method.returns)), names(method.arguments + method.returns),
+                { message, userdata, error in
+                    guard let message, let userdata else { return 0 }
+                    return Unmanaged<BusObject>.fromOpaque(userdata).takeUnretainedValue().call(message, error)
+                }, UInt64(SD_BUS_VTABLE_UNPRIVILEGED))
+        }
+        for (name, property) in properties {
+            element += 1
+            placed_bus_vtable_property(
+                element, keep(name), keep(property.signature),
+                { _, _, _, property, reply, userdata, error in
+                    guard let property, let reply, let userdata else { return -EINVAL }
+                    return Unmanaged<BusObject>.fromOpaque(userdata).takeUnretainedValue().get(
+                        String(cString: property), into: reply, error)
+                }, UInt64(SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE))
+        }
+        for (name, arguments) in signals {
+            element += 1
+            placed_bus_vtable_signal(
+                element, keep(name), keep(BusArgument.signature(of: arguments)), names(arguments), 0)
+        }
+        element += 1
+        placed_bus_vtable_end(element)
+        vtable = table
+        return table
+    }
 
-    private static let introspectable = "org.freedesktop.DBus.Introspectable"
-    private static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    private func releaseVTable() {
+        vtable?.deallocate()
+        vtable = nil
+        for string in strings { free(string) }
+        strings = []
+    }
 
-    /// Returns 1 when it answered the call, 0 to let sd-bus answer (it replies UnknownObject and the
-    /// like).
-    private func handle(_ message: OpaquePointer) -> Int32 {
-        let called = sd_bus_message_get_interface(message).map { String(cString: $0) }
-        guard let memberPointer = sd_bus_message_get_member(message) else { return 0 }
-        let member = String(cString: memberPointer)
-        let signature = sd_bus_message_get_signature(message, 1).map { String(cString: $0) } ?? ""
-        let call = BusMethodCall(message: message, member: member)
+    // MARK: Dispatch (from sd-bus)
+
+    /// Runs the method's handler and sends its reply; an error goes back through `error`, for sd-bus
+    /// to reply with.
+    private func call(_ message: OpaquePointer, _ replyError: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
+        guard let member = sd_bus_message_get_member(message).map({ String(cString: $0) }),
+            let method = methods.first(where: { $0.name == member })?.method
+        else {
+            return fail(replyError, .unknownMethod("No method in \(interface)"))
+        }
         do {
-            switch called {
-            case BusObject.introspectable?:
-                guard member == "Introspect" else { throw BusError.unknownMethod("No method \(member) in \(called!)") }
-                try expect(signature, "")
-                try reply(message, [.string(introspectionXML)])
-            case BusObject.propertiesInterface?:
-                try reply(message, try handleProperties(member, signature, call))
-            case interface?, nil:
-                guard let method = methods[member] else {
-                    throw BusError.unknownMethod("No method \(member) in \(interface)")
-                }
-                try expect(signature, method.arguments)
-                let values = try method.handler(call)
-                let replySignature = values.map(\.signature).joined()
-                guard replySignature == method.returns else {
-                    throw BusError.failed("\(member) replied (\(replySignature)), declared (\(method.returns))")
-                }
-                try reply(message, values)
-            case let other?:
-                throw BusError.unknownInterface("No interface \(other) at \(path)")
+            let values = try method.handler(BusMethodCall(message: message, member: member))
+            let replySignature = values.map(\.signature).joined()
+            let declared = BusArgument.signature(of: method.returns)
+            guard replySignature == declared else {
+                throw BusError.failed("\(member) replied (\(replySignature)), declared (\(declared))")
             }
-        } catch let error as BusError {
-            replyError(message, error)
+            var reply: OpaquePointer?
+            try checkSD(sd_bus_message_new_method_return(message, &reply), "sd_bus_message_new_method_return")
+            defer { sd_bus_message_unref(reply) }
+            try BusMessageBody(message: reply!).append(values)
+            try checkSD(sd_bus_send(nil, reply, nil), "sd_bus_send")
+            return 1
+        } catch let busError as BusError {
+            return fail(replyError, busError)
         } catch {
-            replyError(message, .failed(String(describing: error)))
-        }
-        return 1
-    }
-
-    private func expect(_ signature: String, _ declared: String) throws(BusError) {
-        guard signature == declared else {
-            throw BusError.invalidArgs("Expected arguments of type (\(declared)), got (\(signature))")
+            return fail(replyError, .failed(String(describing: error)))
         }
     }
 
-    private func handleProperties(_ member: String, _ signature: String, _ call: BusMethodCall) throws -> [ReplyValue] {
-        switch member {
-        case "Get":
-            try expect(signature, "ss")
-            let arguments = try call.arguments()
-            let (name, property) = try lookUp(interface: arguments[0].string!, property: arguments[1].string!)
-            let value = property.get()
+    private func get(_ name: String, into reply: OpaquePointer, _ replyError: UnsafeMutablePointer<sd_bus_error>?)
+        -> Int32
+    {
+        guard let property = properties.first(where: { $0.name == name })?.property else {
+            return fail(replyError, .unknownProperty("No property \(name) in \(interface)"))
+        }
+        do throws(BusError) {
+            let value = try property.get()
             guard value.signature == property.signature else {
                 throw BusError.failed("property \(name) has type \(value.signature), declared \(property.signature)")
             }
-            return [.variant(value)]
-        case "GetAll":
-            try expect(signature, "s")
-            let requested = try call.arguments()[0].string!
-            // An empty interface name asks for all interfaces (D-Bus specification).
-            guard requested.isEmpty || requested == interface else {
-                throw BusError.unknownInterface("No interface \(requested) at \(path)")
+            do {
+                try BusMessageBody(message: reply).append(value)
+            } catch {
+                throw BusError(errno: error.errno, error.call)
             }
-            var all: [String: BusValue] = [:]
-            for name in propertyOrder { all[name] = properties[name]!.get() }
-            return [.value(.dictionary(all))]
-        case "Set":
-            try expect(signature, "ssv")
-            let arguments = try call.arguments()
-            let (name, _) = try lookUp(interface: arguments[0].string!, property: arguments[1].string!)
-            throw BusError.propertyReadOnly("Property \(name) is read-only")
-        default:
-            throw BusError.unknownMethod("No method \(member) in \(BusObject.propertiesInterface)")
+            return 1
+        } catch {
+            return fail(replyError, error)
         }
     }
 
-    private func lookUp(interface requested: String, property name: String) throws(BusError) -> (String, Property) {
-        guard requested == interface else { throw BusError.unknownInterface("No interface \(requested) at \(path)") }
-        guard let property = properties[name] else {
-            throw BusError.unknownProperty("No property \(name) in \(interface)")
-        }
-        return (name, property)
-    }
-
-    private func reply(_ call: OpaquePointer, _ values: [ReplyValue]) throws(SystemError) {
-        var reply: OpaquePointer?
-        try checkSD(sd_bus_message_new_method_return(call, &reply), "sd_bus_message_new_method_return")
-        defer { sd_bus_message_unref(reply) }
-        let body = BusMessageBody(message: reply!)
-        for value in values { try value.append(to: body) }
-        try checkSD(sd_bus_send(nil, reply, nil), "sd_bus_send")
-    }
-
-    private func reply(_ call: OpaquePointer, _ values: [BusValue]) throws(SystemError) {
-        try reply(call, values.map(ReplyValue.value))
-    }
-
-    private func replyError(_ call: OpaquePointer, _ error: BusError) {
-        var busError = sd_bus_error()
-        sd_bus_error_set(&busError, error.name, error.message)
-        sd_bus_reply_method_error(call, &busError)
-        sd_bus_error_free(&busError)
+    /// Sets `error` for sd-bus's reply; the return value is what a vtable callback returns for it.
+    private func fail(_ error: UnsafeMutablePointer<sd_bus_error>?, _ busError: BusError) -> Int32 {
+        sd_bus_error_set(error, busError.name, busError.message)
     }
 }
 
-/// A reply element: a value, or a value wrapped in a variant (Properties.Get).
-private enum ReplyValue {
-    case value(BusValue)
-    case variant(BusValue)
+/// A method's or signal's argument as introspection shows it: a name and a D-Bus signature.
+public struct BusArgument: Equatable, Sendable {
+    public var name: String
+    public var signature: String
 
-    func append(to body: BusMessageBody) throws(SystemError) {
-        switch self {
-        case .value(let value): try body.append(value)
-        case .variant(let value): try body.appendVariant(value)
-        }
+    public init(_ name: String, _ signature: String) {
+        self.name = name
+        self.signature = signature
     }
+
+    /// One unnamed argument per complete type in `signature`.
+    static func unnamed(_ signature: String) -> [BusArgument] {
+        BusValue.completeTypes(of: signature).map { BusArgument("", $0) }
+    }
+
+    static func signature(of arguments: [BusArgument]) -> String { arguments.map(\.signature).joined() }
 }
 
 /// The method call being handled. Valid only during the handler: the message belongs to sd-bus.

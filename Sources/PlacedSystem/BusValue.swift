@@ -38,6 +38,27 @@ public indirect enum BusValue: Sendable, Equatable {
         }
     }
 
+    /// The complete types a signature is made of: `"taa{sv}"` is `["t", "aa{sv}"]`.
+    public static func completeTypes(of signature: String) -> [String] {
+        var types: [String] = []
+        var current = ""
+        var depth = 0
+        for character in signature {
+            current.append(character)
+            switch character {
+            case "a": continue  // an array's element type follows
+            case "(", "{": depth += 1
+            case ")", "}": depth -= 1
+            default: break
+            }
+            if depth == 0 {
+                types.append(current)
+                current = ""
+            }
+        }
+        return types
+    }
+
     public var bool: Bool? { if case .bool(let v) = self { v } else { nil } }
     public var int32: Int32? { if case .int32(let v) = self { v } else { nil } }
     public var uint32: UInt32? { if case .uint32(let v) = self { v } else { nil } }

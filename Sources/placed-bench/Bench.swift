@@ -1,7 +1,27 @@
-// What every benchmark shares: the clock, percentiles, column padding and the errors.
+// What every benchmark shares: the clock, percentiles, column padding, the errors, and places in a file.
+import PlacedCore
+import PlacedStore
+
 #if canImport(Glibc)
     import Glibc
 #endif
+
+/// Places written to a places file in /tmp and opened as the daemon opens them, so a benchmark
+/// ranks through the daemon's own path (`PlaceCatalog.rank`). The file is removed when this ends.
+final class BenchCatalog {
+    let path: String
+    let catalog: PlaceCatalog
+
+    init(_ places: [Place], name: String) throws {
+        path = "/tmp/placed-bench-\(name)-\(getpid()).db"
+        try PlaceDatabase.replace(at: path, with: places)
+        catalog = try PlaceCatalog(path: path)
+    }
+
+    deinit {
+        for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+    }
+}
 
 /// p50 and p99 of a set of timings.
 struct Percentiles {

@@ -15,6 +15,7 @@
 #endif
 import PlacedCore
 import PlacedOSM
+import PlacedStore
 import PlacedTestSupport
 
 func snapBenchmark(_ arguments: [String]) throws {
@@ -26,7 +27,8 @@ func snapBenchmark(_ arguments: [String]) throws {
     let places = try OSM.readPlaces(path: options.path)
     guard !places.isEmpty else { throw SnapError.noPlaces(options.path) }
     let ranker = try Ranker()
-    let finder = PlaceFinder(places: places)
+    // Candidates come from the places file, as the daemon reads them (PlaceCatalog).
+    let catalog = try BenchCatalog(places, name: "snap")
     print(
         "snap: \(places.count) places from \(options.path); seed \(options.seed)"
             + (options.seed == SnapOptions.tuningSeed
@@ -54,9 +56,11 @@ func snapBenchmark(_ arguments: [String]) throws {
                 let visit = sampler.next(&rng)
                 let fix = visit.fix(sigma: reading.sigma(forAccuracy: accuracy), &rng)
                 let truth = places[visit.place].id
-                let candidates = finder.candidates(for: fix, ranker: ranker)
+                let candidates = try catalog.catalog.candidates(
+                    within: ranker.searchRadius(for: fix), of: fix.coordinate)
                 scores.ranker.score(
-                    try ranker.rank(fix: fix, candidates: candidates).places.map(\.place.id), truth: truth)
+                    try catalog.catalog.rank(fix, with: ranker, limit: Ranker.defaultLimit).places.map(\.place.id),
+                    truth: truth)
                 scores.oracle.score(
                     try oracle.rank(fix: fix, candidates: candidates).places.map(\.place.id), truth: truth)
                 scores.nearest.score(Baselines.nearest(to: fix, in: places), truth: truth)
@@ -71,20 +75,22 @@ func snapBenchmark(_ arguments: [String]) throws {
         }
     }
 
-    try goalSpread(places: places, finder: finder, ranker: ranker, options: options)
+    try goalSpread(places: places, catalog: catalog.catalog, ranker: ranker, options: options)
 
     print("\nranking time per fix (candidate query + rank, limit 5), \(options.timedFixes) fixes")
     print("places      accuracy  candidates  listed  p50 us   p99 us")
-    try timeRanking(places: places, finder: finder, ranker: ranker, label: "\(places.count)", options: options)
-    let million = tiled(places, toAtLeast: 1_000_000)
     try timeRanking(
-        places: million, finder: PlaceFinder(places: million), ranker: ranker, label: "\(million.count)",
+        places: places, catalog: catalog.catalog, ranker: ranker, label: "\(places.count)", options: options)
+    let million = tiled(places, toAtLeast: 1_000_000)
+    let millionCatalog = try BenchCatalog(million, name: "snap-million")
+    try timeRanking(
+        places: million, catalog: millionCatalog.catalog, ranker: ranker, label: "\(million.count)",
         options: options)
 }
 
 /// The goal's two figures (top 5 at 15 m, top 1 against the nearest place; visits by kind, accuracy as
 /// eph) on the held-out seed and the four after it: how much of a margin is the luck of one draw.
-func goalSpread(places: [Place], finder: PlaceFinder, ranker: Ranker, options: SnapOptions) throws {
+func goalSpread(places: [Place], catalog: PlaceCatalog, ranker: Ranker, options: SnapOptions) throws {
     let accuracy = 15.0, sigma = AccuracyReading.radius95.sigma(forAccuracy: accuracy)
     let sampler = VisitSampler(places: places, mix: .byKind)
     let seeds = options.seed..<(options.seed + 5)
@@ -97,9 +103,7 @@ func goalSpread(places: [Place], finder: PlaceFinder, ranker: Ranker, options: S
             let fix = visit.fix(sigma: sigma, &rng)
             let truth = places[visit.place].id
             ranked.score(
-                try ranker.rank(fix: fix, candidates: finder.candidates(for: fix, ranker: ranker)).places.map(
-                    \.place.id),
-                truth: truth)
+                try catalog.rank(fix, with: ranker, limit: Ranker.defaultLimit).places.map(\.place.id), truth: truth)
             nearest.score(Baselines.nearest(to: fix, in: places), truth: truth)
         }
         top5.append(ranked.rate(ranked.top5))
@@ -389,7 +393,9 @@ struct SnapScores {
 
 // MARK: - Timing
 
-func timeRanking(places: [Place], finder: PlaceFinder, ranker: Ranker, label: String, options: SnapOptions) throws {
+func timeRanking(places: [Place], catalog: PlaceCatalog, ranker: Ranker, label: String, options: SnapOptions)
+    throws
+{
     let sampler = VisitSampler(places: places, mix: .byKind)
     for accuracy in SnapOptions.accuracies {
         var rng = SplitMix64(seed: options.seed &+ 77 &+ UInt64(accuracy))
@@ -401,10 +407,9 @@ func timeRanking(places: [Place], finder: PlaceFinder, ranker: Ranker, label: St
         var listed = 0
         for fix in fixes {
             let start = BenchClock.now()
-            let found = finder.candidates(for: fix, ranker: ranker)
-            let ranking = try ranker.rank(fix: fix, candidates: found)
+            let ranking = try catalog.rank(fix, with: ranker, limit: Ranker.defaultLimit)
             microseconds.append(BenchClock.microseconds(since: start))
-            candidates += found.count
+            candidates += try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate).count
             listed += ranking.places.count
         }
         let times = Percentiles(microseconds)

@@ -5,40 +5,22 @@ import PlacedSystem
     import Glibc
 #endif
 
-/// Flags are read twice: first to find --config, then over the loaded file, so flags win.
-func loadConfiguration(_ arguments: [String]) throws -> PlacedCommand {
-    let flagsOnly: Configuration
-    switch try Configuration.parse(arguments) {
-    case .run(let c), .check(let c): flagsOnly = c
-    case let other: return other
-    }
-    var base = Configuration()
-    let explicit = arguments.contains { $0 == "--config" || $0.hasPrefix("--config=") }
-    if explicit, access(flagsOnly.configFile, F_OK) != 0 {
-        throw UsageError("--config: \(flagsOnly.configFile): no such file")
-    }
-    try ConfigFile.load(flagsOnly.configFile, into: &base)
-    base.configFile = flagsOnly.configFile
-    return try Configuration.parse(arguments, over: base)
-}
-
 func usageFailure(_ error: any Error) -> Never {
     writeAll(2, "placed: \(error)\nTry 'placed --help'.\n")
     exit(2)
 }
 
 func main() -> Never {
-    let arguments = Array(CommandLine.arguments.dropFirst())
+    let loader = ConfigurationLoader(arguments: Array(CommandLine.arguments.dropFirst()))
     let command: PlacedCommand
     do {
-        command = try loadConfiguration(arguments)
+        command = try loader.command()
     } catch let error as UsageError {
         usageFailure(error)
     } catch {
         writeAll(2, "placed: \(error)\n")
         exit(1)
     }
-    let configuration: Configuration
     switch command {
     case .help:
         print(Configuration.usage)
@@ -56,23 +38,15 @@ func main() -> Never {
         print("# \(checked.configFile), its drop-ins, then the flags: placed would run with")
         print(ConfigFile.effective(checked), terminator: "")
         exit(0)
-    case .run(let c):
-        configuration = c
-    }
-    do {
-        let daemon = try Daemon(configuration: configuration)
-        daemon.configurationLoader = {
-            guard case let .run(reloaded) = try loadConfiguration(arguments) else {
-                throw UsageError("unexpected --help")
-            }
-            return reloaded
+    case .run(let configuration):
+        do {
+            exit(try PlacedService(configuration: configuration, loader: loader).run())
+        } catch let error as UsageError {
+            usageFailure(error)
+        } catch {
+            Log.error("\(error)")
+            exit(1)
         }
-        exit(try daemon.run())
-    } catch let error as UsageError {
-        usageFailure(error)
-    } catch {
-        Log.error("\(error)")
-        exit(1)
     }
 }
 

@@ -106,7 +106,7 @@ private final class FakeService: @unchecked Sendable {
     private func serve(_ address: String, _ ready: DispatchSemaphore) throws {
         let loop = try EventLoop()
         var bus: Bus? = try Bus(.custom(address))
-        let object = BusObject(path: "/io/placed/Placed1", interface: "io.placed.Placed1", introspectionXML: "<node/>")
+        let object = BusObject(path: "/io/placed/Placed1", interface: "io.placed.Placed1")
         object.addMethod("GetPlaces", arguments: "u", returns: "taa{sv}") { call in
             let limit = Int(try call.arguments()[0].uint32!)
             let count = limit == 0 ? 5 : limit

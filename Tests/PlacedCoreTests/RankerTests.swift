@@ -474,7 +474,26 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
     }
 }
 
-@Suite struct PlaceFinderTests {
+/// In-memory candidates through a `ReachIndex`, as the daemon's catalog finds them in its file.
+private struct Candidates {
+    let places: [Place]
+    let index: ReachIndex
+
+    init(places: [Place]) {
+        self.places = places
+        index = ReachIndex(coordinates: places.map(\.coordinate), reaches: places.map(\.reach))
+    }
+
+    func within(_ radius: Double, of center: Coordinate) -> [Place] {
+        index.members(within: radius, of: center).map { places[Int($0)] }
+    }
+
+    func candidates(for fix: Fix, ranker: Ranker) -> [Place] {
+        within(ranker.searchRadius(for: fix), of: fix.coordinate)
+    }
+}
+
+@Suite struct ReachIndexTests {
     @Test func findsEveryPlaceWhoseFootprintIsWithinTheRadius() throws {
         var rng = SplitMix64(seed: 7)
         var places = randomPlaces(&rng, count: 600)
@@ -490,7 +509,7 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
                     ],
                     inside: (west + width * 0.9, south + height * 0.9)))
         }
-        let finder = PlaceFinder(places: places)
+        let finder = Candidates(places: places)
         let ranker = try Ranker()
         var largeAreasFound = 0
         for _ in 0..<300 {
@@ -521,7 +540,7 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
     @Test func aPlaceWithAnInvalidCoordinateIsNeverFound() {
         let broken = Place(
             id: "broken", name: "broken", kind: "amenity=cafe", coordinate: Coordinate(latitude: .nan, longitude: 0))
-        let finder = PlaceFinder(places: [broken, point("ok", "amenity=cafe", east: 3)])
-        #expect(finder.candidates(within: 100, of: centre).map(\.id) == ["ok"])
+        let finder = Candidates(places: [broken, point("ok", "amenity=cafe", east: 3)])
+        #expect(finder.within(100, of: centre).map(\.id) == ["ok"])
     }
 }

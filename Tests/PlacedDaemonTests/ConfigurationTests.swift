@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func ipv6Endpoint() throws {
-        let endpoint = try Configuration.parseEndpoint("[::1]:2948")
+        let endpoint = try Settings.parseEndpoint("[::1]:2948")
         #expect(endpoint.host == "::1" && endpoint.port == "2948")
     }
 
@@ -118,7 +118,7 @@ import Testing
                 line.hasPrefix("#") && line.contains("=") && !line.hasPrefix("# ")
                 ? line.dropFirst() + "\n" : line + "\n"
         }
-        for setting in ConfigFile.keys {
+        for setting in Settings.all {
             #expect(text.contains("\n#\(setting.key)="), "placed.conf does not document \(setting.key)")
         }
         // Uncommenting every documented default changes nothing but the optional empty values.
@@ -187,6 +187,6 @@ import Testing
             #expect(read == expected, "\(text)")
         }
         let keys = ConfigFile.effective(changed).split(separator: "\n").filter { $0.contains("=") }
-        #expect(keys.count == ConfigFile.keys.count, "every key is printed")
+        #expect(keys.count == Settings.all.count, "every key is printed")
     }
 }

@@ -14,11 +14,4 @@ import Testing
             contentsOf: Self.root.appendingPathComponent("etc/io.placed.Places.varlink"), encoding: .utf8)
         #expect(InterfaceDescriptions.varlink + "\n" == shipped, "run scripts/gen-interfaces.py")
     }
-
-    @Test func busIntrospectionEqualsTheShippedFile() throws {
-        let shipped = try String(
-            contentsOf: Self.root.appendingPathComponent("etc/dbus-1/interfaces/io.placed.Placed1.xml"), encoding: .utf8
-        )
-        #expect(InterfaceDescriptions.busIntrospection + "\n" == shipped, "run scripts/gen-interfaces.py")
-    }
 }

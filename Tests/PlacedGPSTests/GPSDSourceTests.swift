@@ -60,6 +60,24 @@ private final class FakeGPSD {
     }
 }
 
+/// Gates what the source delivers, as the daemon does, and records it.
+private final class RecordingSink: LocationSink {
+    var gate = FixGate()
+    var fixes: [Fix] = []
+    var states: [SourceState] = []
+    var reasons: [String] = []
+
+    func receive(_ report: TPVReport, at receivedAt: UInt64) {
+        if let fix = gate.admit(report, receivedAt: receivedAt) { fixes.append(fix) }
+    }
+
+    func locationSource(_ source: LocationSource, changedTo state: SourceState, reason: String) {
+        gate.sourceChanged(to: state)
+        states.append(state)
+        reasons.append(reason)
+    }
+}
+
 private func tpv(_ time: String, mode: Int = 3, lat: Double = 60.1699, lon: Double = 24.9384) -> String {
     #"{"class":"TPV","device":"/dev/pts/1","mode":\#(mode),"time":"\#(time)","ept":0.005,"lat":\#(lat),"lon":\#(lon),"eph":12.24,"speed":1.5}"#
 }
@@ -73,11 +91,10 @@ private func tpv(_ time: String, mode: Int = 3, lat: Double = 60.1699, lon: Doub
             configuration: .init(
                 host: "127.0.0.1", port: String(gpsd.port), silenceTimeout: 5_000_000,
                 backoff: Backoff(initial: 20_000, maximum: 40_000)))
-        var fixes: [Fix] = []
-        var states: [SourceState] = []
-        source.onFix = { fixes.append($0) }
-        source.onStateChange = { state, _ in states.append(state) }
-        source.start()
+        let sink = RecordingSink()
+        source.start(delivering: sink)
+        var fixes: [Fix] { sink.fixes }
+        var states: [SourceState] { sink.states }
         try gpsd.accept(driving: loop)
         gpsd.send([
             #"{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}"#,
@@ -113,9 +130,9 @@ private func tpv(_ time: String, mode: Int = 3, lat: Double = 60.1699, lon: Doub
             configuration: .init(
                 host: "127.0.0.1", port: String(gpsd.port), silenceTimeout: 100_000,
                 backoff: Backoff(initial: 1_000_000, maximum: 1_000_000)))
-        var reasons: [String] = []
-        source.onStateChange = { _, reason in reasons.append(reason) }
-        source.start()
+        let sink = RecordingSink()
+        source.start(delivering: sink)
+        var reasons: [String] { sink.reasons }
         try gpsd.accept(driving: loop)
         let start = loop.now
         for _ in 0..<100 where !reasons.contains(where: { $0.hasPrefix("no data from gpsd") }) {

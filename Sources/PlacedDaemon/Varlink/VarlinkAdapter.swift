@@ -4,13 +4,13 @@ import PlacedSystem
 import PlacedVarlink
 
 /// The `io.placed.Places` varlink interface on the daemon's Unix socket. Each method reads its
-/// parameters (wrong types are the client's InvalidParameter), calls the daemon operation and
+/// parameters (wrong types are the client's InvalidParameter), calls the service's operation and
 /// replies; watchers get every ranking and marker as it happens.
-final class VarlinkService: DaemonObserver {
+final class VarlinkAdapter: DaemonSubscriber {
     static let interfaceName = "io.placed.Places"
     static let watch = interfaceName + ".Watch"
 
-    private unowned let daemon: Daemon
+    private unowned let service: PlacesService
     let server: VarlinkServer
 
     /// Where the server listens: a socket placed binds itself, or one systemd passed.
@@ -19,21 +19,44 @@ final class VarlinkService: DaemonObserver {
         case passed(SocketActivation.Passed)
     }
 
-    init(daemon: Daemon, listener: Listener) throws {
-        self.daemon = daemon
+    init(service: PlacesService, loop: EventLoop, listener: Listener) throws {
+        self.service = service
         let configuration = VarlinkServer.Configuration(
             vendor: "placed", product: "placed", version: placedVersion, url: "https://placed.invalid",
             errorInterface: Self.interfaceName)
         switch listener {
         case .path(let path):
-            server = try VarlinkServer(loop: daemon.loop, path: path, mode: 0o660, configuration: configuration)
+            server = try VarlinkServer(loop: loop, path: path, mode: 0o660, configuration: configuration)
         case .passed(let socket):
-            server = try VarlinkServer(loop: daemon.loop, listening: socket.fd, configuration: configuration)
+            server = try VarlinkServer(loop: loop, listening: socket.fd, configuration: configuration)
         }
         server.register(VarlinkInterface(description: InterfaceDescriptions.varlink)!) { [unowned self] call in
             try handle(call)
         }
-        daemon.addObserver(self)
+    }
+
+    /// Serves on the socket systemd passed (placed.socket), else on a socket of its own at `socketPath`.
+    static func start(service: PlacesService, loop: EventLoop, socketPath: String) throws -> VarlinkAdapter {
+        let passed: SocketActivation.Passed?
+        do {
+            passed = try SocketActivation.varlinkSocket()
+        } catch {
+            throw StartupError("cannot serve varlink: \(error)")
+        }
+        let adapter: VarlinkAdapter
+        do {
+            adapter = try VarlinkAdapter(
+                service: service, loop: loop, listener: passed.map { .passed($0) } ?? .path(socketPath))
+        } catch {
+            throw StartupError("cannot serve varlink on \(passed?.path ?? socketPath): \(error)")
+        }
+        if let passed {
+            Log.info("varlink: serving on \(passed.path), the socket systemd passed")
+            if passed.path != socketPath {
+                Log.warning("Socket=\(socketPath) is not used: systemd passed \(passed.path)")
+            }
+        }
+        return adapter
     }
 
     func close() { server.close() }
@@ -45,26 +68,26 @@ final class VarlinkService: DaemonObserver {
             switch call.member {
             case "Current":
                 try call.rejectUnknownParameters(allowing: ["limit"])
-                let ranking = try daemon.current(limit: try call.optional("limit", \.int))
+                let ranking = try service.current(limit: try call.optional("limit", \.int))
                 try call.reply(rankingParameters(ranking, places: true))
             case "Rank":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit"])
-                let places = try daemon.rank(
+                let places = try service.rank(
                     latitude: try call.required("latitude", \.double),
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int))
                 try call.reply(["places": .array(places.map { Record.place($0).json })])
             case "Select":
                 try call.rejectUnknownParameters(allowing: ["id"])
-                let marker = try daemon.select(id: try call.required("id", \.string), by: call.credentials)
+                let marker = try service.select(id: try call.required("id", \.string), by: call.credentials)
                 try call.reply(["marker": Record.marker(marker).json])
             case "Refresh":
                 try call.rejectUnknownParameters(allowing: [])
-                try daemon.refresh(by: call.credentials)
+                try service.refresh(by: call.credentials)
                 try call.reply()
             case "History":
                 try call.rejectUnknownParameters(allowing: ["limit", "before"])
-                let markers = try daemon.history(
+                let markers = try service.history(
                     limit: try call.optional("limit", \.int), before: try call.optional("before", \.int).map(Int64.init)
                 )
                 try call.reply(["markers": .array(markers.map { Record.marker($0).json })])
@@ -74,8 +97,8 @@ final class VarlinkService: DaemonObserver {
             case "Watch":
                 try call.rejectUnknownParameters(allowing: [])
                 try call.requireMore()
-                var first = rankingParameters(try daemon.current(limit: nil), places: true)
-                if let marker = daemon.marker { first["marker"] = Record.marker(marker).json }
+                var first = rankingParameters(try service.current(limit: nil), places: true)
+                if let marker = service.marker { first["marker"] = Record.marker(marker).json }
                 try call.reply(first, continues: true)
             default:
                 throw VarlinkError.methodNotFound(call.method)
@@ -90,21 +113,21 @@ final class VarlinkService: DaemonObserver {
             "generation": .number(Double(ranking?.generation ?? 0)),
             "stale": .bool(ranking?.isStale ?? false),
         ]
-        if let fix = daemon.location { parameters["location"] = Record.location(fix, now: daemon.loop.now).json }
+        if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
         if places { parameters["places"] = .array((ranking?.places ?? []).map { Record.place($0).json }) }
         return parameters
     }
 
     private func statusParameters() -> [String: JSON] {
         var parameters: [String: JSON] = [
-            "source": .string(daemon.sourceState.rawValue),
-            "generation": .number(Double(daemon.generation)),
-            "stale": .bool(daemon.latestRanking?.isStale ?? false),
-            "places": .number(Double(daemon.placeCount)),
-            "distance_filter": .number(daemon.distanceFilter),
+            "source": .string(service.sourceState.rawValue),
+            "generation": .number(Double(service.generation)),
+            "stale": .bool(service.latestRanking?.isStale ?? false),
+            "places": .number(Double(service.placeCount)),
+            "distance_filter": .number(service.distanceFilter),
         ]
-        if let fix = daemon.location { parameters["location"] = Record.location(fix, now: daemon.loop.now).json }
-        if let marker = daemon.marker { parameters["marker"] = Record.marker(marker).json }
+        if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
+        if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
         return parameters
     }
 
@@ -122,20 +145,24 @@ final class VarlinkService: DaemonObserver {
 
     // MARK: Broadcasts
 
-    func daemon(_ daemon: Daemon, published ranking: Ranking) {
-        _ = try? server.broadcast(rankingParameters(ranking, places: true), toStreamsOf: Self.watch)
+    func handle(_ event: DaemonEvent, from service: PlacesService) {
+        switch event {
+        case .ranked(let ranking):
+            broadcast(rankingParameters(ranking, places: true))
+        case .markerPlaced(let marker):
+            var parameters = rankingParameters(service.latestRanking, places: false)
+            parameters["marker"] = Record.marker(marker).json
+            broadcast(parameters)
+        case .sourceChanged:
+            // Watchers learn when the ranking turns stale or fresh without a new generation.
+            broadcast(rankingParameters(service.latestRanking, places: false))
+        case .located, .moved, .distanceFilterChanged:
+            break
+        }
     }
 
-    func daemon(_ daemon: Daemon, placed marker: Marker) {
-        var parameters = rankingParameters(daemon.latestRanking, places: false)
-        parameters["marker"] = Record.marker(marker).json
+    private func broadcast(_ parameters: [String: JSON]) {
         _ = try? server.broadcast(parameters, toStreamsOf: Self.watch)
-    }
-
-    func daemon(_ daemon: Daemon, changed properties: Set<DaemonProperty>) {
-        // Watchers learn when the ranking turns stale or fresh without a new generation.
-        guard properties.contains(.sourceState) else { return }
-        _ = try? server.broadcast(rankingParameters(daemon.latestRanking, places: false), toStreamsOf: Self.watch)
     }
 }
 

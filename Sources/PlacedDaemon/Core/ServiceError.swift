@@ -39,6 +39,14 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The one check of a list length a client asks for: nil is `default`, anything outside
+    /// 1...`maximum` is `invalidLimit`, because a client asking for 0 or 1000 has a bug worth seeing.
+    static func checkLimit(_ limit: Int?, default: Int, maximum: Int) throws(ServiceError) -> Int {
+        let limit = limit ?? `default`
+        guard (1...maximum).contains(limit) else { throw .invalidLimit(limit, maximum: maximum) }
+        return limit
+    }
+
     init(_ error: SelectionError) {
         switch error {
         case let .unknownPlace(id): self = .unknownPlace(id: id)

@@ -1,9 +1,8 @@
 import PlacedCore
-import PlacedStore
 import PlacedTestSupport
 import Testing
 
-@testable import PlacedDaemon
+@testable import PlacedStore
 
 #if canImport(Glibc)
     import Glibc

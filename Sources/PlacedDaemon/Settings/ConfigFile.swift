@@ -39,7 +39,7 @@ public enum ConfigFile {
                     throw ConfigError(file: file, line: lineNumber, message: "malformed section header '\(line)'")
                 }
                 let name = String(line.dropFirst().dropLast())
-                guard keys.contains(where: { $0.section == name }) else {
+                guard Settings.all.contains(where: { $0.section == name }) else {
                     throw ConfigError(file: file, line: lineNumber, message: "unknown section [\(name)]")
                 }
                 section = name
@@ -53,24 +53,15 @@ public enum ConfigFile {
             guard let section else {
                 throw ConfigError(file: file, line: lineNumber, message: "'\(key)' must be inside a [Section]")
             }
-            guard let setting = keys.first(where: { $0.section == section && $0.key == key }) else {
+            guard let setting = Settings.all.first(where: { $0.section == section && $0.key == key }) else {
                 throw ConfigError(file: file, line: lineNumber, message: "unknown key '\(key)' in [\(section)]")
             }
             do {
-                try setting.apply(value, &configuration)
+                try setting.apply(value, .file, &configuration)
             } catch {
-                throw ConfigError(file: file, line: lineNumber, message: "\(key)=\(value): \(error.message)")
+                throw ConfigError(file: file, line: lineNumber, message: "\(key)=\(value): \(error.fileMessage)")
             }
         }
-    }
-
-    /// One settable key: where it lives, its value in a configuration (nil: not set), and how a value
-    /// is checked and applied.
-    struct Setting: Sendable {
-        let section: String
-        let key: String
-        let value: @Sendable (Configuration) -> String?
-        let apply: @Sendable (String, inout Configuration) throws(UsageError) -> Void
     }
 
     /// `configuration` in this file's syntax, every key with its value: what `placed --check-config`
@@ -78,7 +69,7 @@ public enum ConfigFile {
     public static func effective(_ configuration: Configuration) -> String {
         var text = ""
         var section = ""
-        for setting in keys {
+        for setting in Settings.all {
             if setting.section != section {
                 section = setting.section
                 text += (text.isEmpty ? "" : "\n") + "[\(section)]\n"
@@ -86,67 +77,6 @@ public enum ConfigFile {
             if let value = setting.value(configuration) { text += "\(setting.key)=\(value)\n" }
         }
         return text
-    }
-
-    static let keys: [Setting] = [
-        Setting(section: "Location", key: "Source", value: { $0.sourceKind.rawValue }) { value, c throws(UsageError) in
-            guard let kind = Configuration.SourceKind(rawValue: value) else {
-                throw UsageError("must be gpsd or static")
-            }
-            c.sourceKind = kind
-        },
-        Setting(section: "Location", key: "GPSD", value: { $0.gpsdEndpoint }) { value, c throws(UsageError) in
-            (c.gpsdHost, c.gpsdPort) = try Configuration.parseEndpoint(value)
-        },
-        Setting(section: "Location", key: "GPSDTimeoutSec", value: { Configuration.text(of: $0.gpsdTimeout) }) {
-            value, c throws(UsageError) in
-            c.gpsdTimeout = try parseNumber(value, minimum: 0.1)
-        },
-        Setting(section: "Location", key: "StaticPosition", value: { $0.staticPosition?.text }) {
-            value, c throws(UsageError) in
-            c.staticPosition = try Configuration.parseStatic(value)
-        },
-        Setting(section: "Location", key: "DistanceFilter", value: { Configuration.text(of: $0.distanceFilter) }) {
-            value, c throws(UsageError) in
-            c.distanceFilter = try parseNumber(value, minimum: 0)
-        },
-        Setting(section: "Places", key: "Database", value: { $0.databasePath }) { value, c throws(UsageError) in
-            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
-            c.databasePath = value
-        },
-        Setting(section: "Places", key: "Selections", value: { $0.resolvedSelectionsPath }) {
-            value, c throws(UsageError) in
-            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
-            c.selectionsPath = value
-        },
-        Setting(section: "Places", key: "SelectionGenerations", value: { String($0.selectionGenerations) }) {
-            value, c throws(UsageError) in
-            guard let n = Int(value), (1...100).contains(n) else {
-                throw UsageError("must be a whole number from 1 to 100")
-            }
-            c.selectionGenerations = n
-        },
-        Setting(section: "Interfaces", key: "WriterGroup", value: { $0.writerGroup }) { value, c throws(UsageError) in
-            guard !value.isEmpty else { throw UsageError("must name a group") }
-            c.writerGroup = value
-        },
-        Setting(section: "Interfaces", key: "Bus", value: { $0.bus.rawValue }) { value, c throws(UsageError) in
-            guard let bus = Configuration.Bus(rawValue: value) else {
-                throw UsageError("must be system, session or none")
-            }
-            c.bus = bus
-        },
-        Setting(section: "Interfaces", key: "Socket", value: { $0.socketPath }) { value, c throws(UsageError) in
-            guard value.hasPrefix("/") else { throw UsageError("must be an absolute path") }
-            c.socketPath = value
-        },
-    ]
-
-    static func parseNumber(_ text: String, minimum: Double) throws(UsageError) -> Double {
-        guard let number = Configuration.number(text, minimum: minimum) else {
-            throw UsageError("must be a number >= \(Configuration.text(of: minimum))")
-        }
-        return number
     }
 
     static func dropIns(of path: String) -> [String] {

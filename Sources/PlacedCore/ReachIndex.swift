@@ -94,25 +94,3 @@ extension Place {
         return farthest * 1.001
     }
 }
-
-/// Finds a ranking's candidates among places held in memory: every place whose footprint may come
-/// within R of a fix (see `ReachIndex`).
-public struct PlaceFinder: Sendable {
-    public let places: [Place]
-    private let index: ReachIndex
-
-    public init(places: [Place]) {
-        self.places = places
-        index = ReachIndex(coordinates: places.map(\.coordinate), reaches: places.map(\.reach))
-    }
-
-    /// Places that may lie within `radius` metres of `center`, grouped by tier, each tier nearest first.
-    public func candidates(within radius: Double, of center: Coordinate) -> [Place] {
-        index.members(within: radius, of: center).map { places[Int($0)] }
-    }
-
-    /// The candidates `ranker` needs for `fix`: those within its search radius.
-    public func candidates(for fix: Fix, ranker: Ranker) -> [Place] {
-        candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
-    }
-}

@@ -1,5 +1,4 @@
 import PlacedCore
-import PlacedStore
 
 #if canImport(Glibc)
     import Glibc
@@ -13,8 +12,8 @@ import PlacedStore
 /// reach; either is read from the file only when it is a candidate (a bounded cache keeps the
 /// neighbourhood of the last moves). Nothing per area but its number is held, so start-up reads no
 /// rows, however many areas there are.
-final class PlaceCatalog {
-    let placeSet: PlaceSet
+public final class PlaceCatalog {
+    public let placeSet: PlaceSet
     private let areas: ReachIndex
     /// `areaNumbers[member]`: the place number of the area index's member.
     private let areaNumbers: [Int32]
@@ -25,15 +24,15 @@ final class PlaceCatalog {
     private var neighbours: [PlaceIndex.Neighbor] = []
     private var areaMembers: [Int32] = []
     /// Places per cache generation: the neighbourhood of a few moves in a dense city.
-    static let defaultCacheLimit = 4096
+    public static let defaultCacheLimit = 4096
     private let cacheLimit: Int
 
     /// The file as it was when loaded: a Refresh reloads only when this changed.
-    let identity: FileIdentity?
-    var count: Int { placeSet.count }
-    var path: String { placeSet.database.path }
+    public let identity: FileIdentity?
+    public var count: Int { placeSet.count }
+    public var path: String { placeSet.database.path }
 
-    init(path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit) throws(PlaceDatabaseError) {
+    public init(path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit) throws(PlaceDatabaseError) {
         self.cacheLimit = cacheLimit
         identity = FileIdentity(path: path)
         let set = try PlaceDatabase.open(path: path).load()
@@ -46,7 +45,7 @@ final class PlaceCatalog {
     }
 
     /// Every place whose footprint may lie within `radius` of `center`.
-    func candidates(within radius: Double, of center: Coordinate) throws(PlaceDatabaseError) -> [Place] {
+    public func candidates(within radius: Double, of center: Coordinate) throws(PlaceDatabaseError) -> [Place] {
         placeSet.index.within(radius, of: center, into: &neighbours)
         var found: [Place] = []
         found.reserveCapacity(neighbours.count)
@@ -60,7 +59,16 @@ final class PlaceCatalog {
         return found
     }
 
-    func contains(id: String) -> Bool {
+    /// The one way places are ranked, for moves, what-if queries and the benchmarks alike: the
+    /// candidates within the fix's search radius, priors from the selection counts.
+    public func rank(_ fix: Fix, with ranker: Ranker, selectionCounts: [String: Int] = [:], limit: Int)
+        throws -> Ranking
+    {
+        let candidates = try candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
+        return try ranker.rank(fix: fix, candidates: candidates, selectionCounts: selectionCounts, limit: limit)
+    }
+
+    public func contains(id: String) -> Bool {
         (try? placeSet.placeIndex(ofID: id)) != nil
     }
 
@@ -78,13 +86,13 @@ final class PlaceCatalog {
 }
 
 /// Which file a path names, and which version of it: an import renames a new file into place.
-struct FileIdentity: Equatable {
+public struct FileIdentity: Equatable, Sendable {
     let device: UInt64
     let inode: UInt64
     let size: Int64
     let modified: Int64
 
-    init?(path: String) {
+    public init?(path: String) {
         var status = stat()
         guard stat(path, &status) == 0 else { return nil }
         device = UInt64(status.st_dev)

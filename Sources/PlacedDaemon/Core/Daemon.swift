@@ -1,0 +1,269 @@
+import PlacedCore
+import PlacedStore
+import PlacedSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon's core: the state and the operations, knowing no interface. Reports flow
+/// source → gate → distance filter → (move) ranker → subscribers; requests from any adapter come in
+/// through `PlacesService`, each: read → validate → authorize → change → log → emit. Nothing runs
+/// unless a report or a client arrives.
+public final class Daemon: PlacesService, LocationSink {
+    public private(set) var configuration: Configuration
+    private let loop: EventLoop
+
+    private var gate = FixGate()
+    private var filter: DistanceFilter
+    private let ranker: Ranker
+    private var history: RankingHistory
+    private var catalog: PlaceCatalog?
+    private let selections: SelectionLog
+    private var writerGroup: UInt32?
+    private var subscribers: [DaemonSubscriber] = []
+
+    public private(set) var location: Fix?
+    public private(set) var sourceState: SourceState = .connecting
+    public private(set) var marker: Marker?
+    /// Number of moves so far.
+    public private(set) var moves: UInt64 = 0
+
+    public init(configuration: Configuration, loop: EventLoop) throws {
+        self.configuration = configuration
+        self.loop = loop
+        filter = try DistanceFilter(threshold: configuration.distanceFilter)
+        ranker = try Ranker()
+        history = RankingHistory(depth: configuration.selectionGenerations)
+        writerGroup = UserDatabase.groupID(named: configuration.writerGroup)
+        do {
+            catalog = try Self.loadCatalogIfPresent(configuration.databasePath)
+        } catch {
+            // Exiting would only have systemd restart us into the same file: serve without places
+            // (status, history, selections of nothing) until a good file is imported and refreshed.
+            Log.error(
+                "cannot load the places: \(error); rankings stay empty until a new import "
+                    + "(placectl import, then placectl refresh)")
+        }
+        selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
+        marker = try selections.last()
+        if selections.isReadOnly {
+            Log.warning(
+                "selection log \(selections.path) is read-only: selections are refused until it is writable")
+        }
+    }
+
+    /// `subscriber` hears every later event, after the subscribers before it.
+    public func subscribe(_ subscriber: DaemonSubscriber) { subscribers.append(subscriber) }
+
+    /// No subscriber hears anything more: at shutdown, before the adapters stop.
+    public func unsubscribeAll() { subscribers = [] }
+
+    /// Makes what was written durable in the main database file: at shutdown.
+    public func close() { selections.checkpoint() }
+
+    private func emit(_ event: DaemonEvent) {
+        for subscriber in subscribers { subscriber.handle(event, from: self) }
+    }
+
+    // MARK: Location (LocationSink)
+
+    public func receive(_ report: TPVReport, at receivedAt: UInt64) {
+        guard let fix = gate.admit(report, receivedAt: receivedAt) else { return }
+        location = fix
+        guard case let .move(distance) = try? filter.consider(fix) else {
+            emit(.located(fix))
+            return
+        }
+        moves += 1
+        emit(.moved(fix, number: moves, distance: distance))
+        rerank(at: fix)
+        emit(.located(fix))
+    }
+
+    public func locationSource(_ source: LocationSource, changedTo state: SourceState, reason: String) {
+        Log.info("\(source.name): \(state.rawValue): \(reason)")
+        gate.sourceChanged(to: state)
+        guard state != sourceState else { return }
+        sourceState = state
+        // Without fixes the last ranking is old news: stale until the next fix ranks again.
+        history.setStale(state != .fix && state != .static)
+        ServiceNotifier.status(statusLine)
+        emit(.sourceChanged(state))
+    }
+
+    // MARK: Ranking
+
+    /// Ranks the places around `fix` and publishes the result as the next generation.
+    private func rerank(at fix: Fix) {
+        guard let catalog else { return }
+        let ranking: Ranking
+        do {
+            ranking = try catalog.rank(
+                fix, with: ranker, selectionCounts: selections.counts, limit: Ranker.maximumLimit)
+        } catch {
+            Log.warning("ranking failed at \(fix.coordinate): \(error)")
+            return
+        }
+        let published = history.publish(ranking)
+        ServiceNotifier.status(statusLine)
+        // Broadcasts carry the default list; a client wanting more asks for it.
+        emit(.ranked(published.limited(to: Ranker.defaultLimit)))
+    }
+
+    // MARK: Operations (PlacesService)
+
+    public var latestRanking: Ranking? { history.latest }
+    public var generation: UInt64 { history.generation }
+    public var placeCount: Int { catalog?.count ?? 0 }
+    public var distanceFilter: Double { filter.threshold }
+    public var now: UInt64 { loop.now }
+
+    public func current(limit: Int?) throws(ServiceError) -> Ranking? {
+        let limit = try ServiceError.checkLimit(limit, default: Ranker.defaultLimit, maximum: Ranker.maximumLimit)
+        return history.latest?.limited(to: limit)
+    }
+
+    public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ServiceError)
+        -> [RankedPlace]
+    {
+        let limit = try ServiceError.checkLimit(limit, default: Ranker.defaultLimit, maximum: Ranker.maximumLimit)
+        let coordinate = Coordinate(latitude: latitude, longitude: longitude)
+        let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
+        do {
+            try Ranker.validate(fix: fix, limit: limit)  // bad input is named before "no places"
+        } catch {
+            throw ServiceError(error, at: coordinate)
+        }
+        guard let catalog else { throw .noPlaces }
+        do {
+            return try catalog.rank(fix, with: ranker, selectionCounts: selections.counts, limit: limit).places
+        } catch let error as RankingError {
+            throw ServiceError(error, at: coordinate)
+        } catch {
+            throw .storeFailed(reason: "\(error)")
+        }
+    }
+
+    public func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker {
+        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Select") }
+        let found: (place: RankedPlace, generation: UInt64)
+        do {
+            found = try history.resolveSelection(of: id) { catalog?.contains(id: $0) ?? false }
+        } catch {
+            throw ServiceError(error)
+        }
+        let at = location ?? history.latest!.fix
+        if selections.isReadOnly { reopenSelectionLog() }
+        let recorded: Marker
+        do {
+            recorded = try selections.append(
+                Marker(place: found.place, location: at, time: Self.wallClock(), generation: found.generation))
+        } catch {
+            Log.error("selection of \(id) not recorded: \(error)")
+            throw .storeFailed(reason: "the selection was not recorded: \(error)")
+        }
+        marker = recorded
+        emit(.markerPlaced(recorded))
+        return recorded
+    }
+
+    public func refresh(by caller: Credentials) throws(ServiceError) {
+        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
+        if catalog?.identity != FileIdentity(path: configuration.databasePath) {
+            ServiceNotifier.reloading()
+            defer { ServiceNotifier.ready(status: statusLine) }
+            if let error = reloadPlaces(reason: "Refresh") {
+                throw .storeFailed(
+                    reason: "cannot load \(configuration.databasePath): \(error); "
+                        + "keeping the \(placeCount.grouped) places loaded")
+            }
+        } else if let fix = location {
+            rerank(at: fix)
+        }
+    }
+
+    /// A log that opened read-only is tried again before each selection, so one made writable again
+    /// (remounted, chmod) takes selections without a restart.
+    private func reopenSelectionLog() {
+        if selections.reopen() { Log.notice("selection log \(selections.path) is writable again") }
+    }
+
+    public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {
+        let limit = try ServiceError.checkLimit(
+            limit, default: Self.defaultHistoryLimit, maximum: Self.maximumHistoryLimit)
+        do {
+            return try selections.history(limit: limit, before: before)
+        } catch {
+            throw .storeFailed(reason: error.description)
+        }
+    }
+
+    // MARK: Reloading
+
+    /// Applies what SIGHUP applies to the core (the distance filter, the writer group, the places
+    /// file), then loads the places again. The location source is the assembly's to restart.
+    public func apply(_ new: Configuration) {
+        let old = configuration
+        configuration = new
+        if new.distanceFilter != old.distanceFilter, (try? filter.setThreshold(new.distanceFilter)) != nil {
+            Log.info("distance filter now \(new.distanceFilter.formatted(decimals: 1)) m")
+            emit(.distanceFilterChanged(new.distanceFilter))
+        }
+        if new.writerGroup != old.writerGroup {
+            writerGroup = UserDatabase.groupID(named: new.writerGroup)
+        }
+        reloadPlaces(reason: "SIGHUP")
+    }
+
+    /// Loads the places file again; a bad file leaves the old places serving and is returned.
+    @discardableResult
+    func reloadPlaces(reason: String) -> (any Error)? {
+        do {
+            let fresh = try PlaceCatalog(path: configuration.databasePath)
+            catalog = fresh
+            history.clear()
+            Log.info("\(reason): loaded \(fresh.count) places from \(configuration.databasePath)")
+        } catch {
+            Log.error("\(reason): keeping the \(placeCount) places loaded: \(error)")
+            return error
+        }
+        if let fix = location { rerank(at: fix) }
+        return nil
+    }
+
+    // MARK: Helpers
+
+    /// Markers one History call returns unless asked, and at most.
+    public static let defaultHistoryLimit = 20
+    public static let maximumHistoryLimit = 1000
+
+    /// The places at `path`, or nil (with a warning) when none have been imported yet.
+    static func loadCatalogIfPresent(_ path: String) throws -> PlaceCatalog? {
+        if access(path, F_OK) != 0, errno == ENOENT {
+            Log.warning("no places database at \(path): rankings stay empty until one is imported (placectl import)")
+            return nil
+        }
+        return try PlaceCatalog(path: path)
+    }
+
+    static func wallClock() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    /// For sd_notify STATUS=: what placed is doing, in a few words.
+    public var statusLine: String {
+        let places = "\(placeCount.grouped) places"
+        switch sourceState {
+        case .connecting: return "Waiting for gpsd, \(places)"
+        case .noFix: return "No fix, \(places)"
+        case .stale: return "gpsd lost, ranking \(generation) stale, \(places)"
+        case .fix, .static:
+            let mode = location?.mode == .threeD ? "3D fix" : "2D fix"
+            let accuracy = location?.accuracy.map { " ±\(Int($0.rounded())) m" } ?? ""
+            return "\(sourceState == .static ? "Static position" : mode)\(accuracy), \(places), ranking \(generation)"
+        }
+    }
+}

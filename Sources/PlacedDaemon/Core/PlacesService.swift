@@ -1,0 +1,53 @@
+import PlacedCore
+import PlacedSystem
+
+/// The one seam between the daemon's core and its adapters (D-Bus, varlink, journal, and whatever
+/// comes next): what an adapter may read and the operations it may call. Adapters hold this, never
+/// the `Daemon`; the daemon hands each subscribed adapter its events.
+public protocol PlacesService: AnyObject {
+    /// The latest usable fix, moves and suppressed fixes alike: what clients see as the location.
+    var location: Fix? { get }
+    var sourceState: SourceState { get }
+    /// The latest ranking, at full length (`current(limit:)` cuts it).
+    var latestRanking: Ranking? { get }
+    var generation: UInt64 { get }
+    var marker: Marker? { get }
+    var distanceFilter: Double { get }
+    var placeCount: Int { get }
+    /// CLOCK_MONOTONIC now, microseconds: for the age of a fix.
+    var now: UInt64 { get }
+
+    /// The latest ranking cut to `limit` places (nil: the default, 5).
+    func current(limit: Int?) throws(ServiceError) -> Ranking?
+    /// A what-if ranking at any position: changes nothing.
+    func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ServiceError)
+        -> [RankedPlace]
+    /// Records the caller's selection durably, logs it, and announces the marker.
+    func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker
+    /// Reloads the places if their file changed, and ranks again at the current location.
+    func refresh(by caller: Credentials) throws(ServiceError)
+    /// Past selections, newest first.
+    func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker]
+}
+
+/// What happened in the daemon, in the order it happened. Each event goes to every subscriber in
+/// the order they subscribed.
+public enum DaemonEvent {
+    /// A fix passed the gate but not the distance filter: the location changed, the ranking did not.
+    case located(Fix)
+    /// A fix passed the distance filter: move `number`, `distance` metres from the last one (nil for
+    /// the first). Its ranking follows as `ranked`, then `located`.
+    case moved(Fix, number: UInt64, distance: Double?)
+    /// A new ranking, cut to the default list length.
+    case ranked(Ranking)
+    /// A selection, recorded durably before this is sent.
+    case markerPlaced(Marker)
+    /// The location source's state changed; without fixes the last ranking turns stale.
+    case sourceChanged(SourceState)
+    case distanceFilterChanged(Double)
+}
+
+/// An adapter: it hears every event of the daemon it subscribed to.
+public protocol DaemonSubscriber: AnyObject {
+    func handle(_ event: DaemonEvent, from service: PlacesService)
+}

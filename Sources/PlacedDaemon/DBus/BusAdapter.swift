@@ -1,0 +1,163 @@
+import PlacedCore
+import PlacedSystem
+
+/// The `io.placed.Placed1` D-Bus object: the same operations as the varlink interface, sd-bus
+/// attached to the daemon's event loop and dispatching through the object's vtable. Every change of
+/// a property is announced with PropertiesChanged; rankings and markers with PlacesChanged and
+/// MarkerPlaced.
+final class BusAdapter: DaemonSubscriber {
+    static let name = "io.placed.Placed1"
+    static let path = "/io/placed/Placed1"
+    static let errorPrefix = "io.placed.Placed1.Error."
+
+    private unowned let service: PlacesService
+    private let bus: Bus
+    private let object: BusObject
+
+    init(service: PlacesService, loop: EventLoop, address: Bus.Address) throws {
+        self.service = service
+        bus = try Bus(address)
+        object = BusObject(path: Self.path, interface: Self.name)
+        declareMembers()
+        try bus.register(object)
+        try bus.attach(to: loop)
+        try bus.requestName(Self.name)
+    }
+
+    /// The members, in the order introspection lists them (etc/dbus-1/interfaces/io.placed.Placed1.xml
+    /// is generated from the live object by scripts/gen-bus-introspection).
+    private func declareMembers() {
+        let places = BusArgument("places", "aa{sv}")
+        object.addMethod(
+            "GetPlaces", arguments: [BusArgument("limit", "u")], returns: [BusArgument("generation", "t"), places]
+        ) { [unowned self] call in
+            let limit = try call.arguments()[0].uint32!
+            let ranking = try serve { try service.current(limit: limit == 0 ? nil : Int(limit)) }
+            return [.uint64(ranking?.generation ?? 0), .dictionaries((ranking?.places ?? []).map(\.busRecord))]
+        }
+        object.addMethod(
+            "Rank",
+            arguments: [
+                BusArgument("latitude", "d"), BusArgument("longitude", "d"), BusArgument("accuracy", "d"),
+                BusArgument("limit", "u"),
+            ], returns: [places]
+        ) { [unowned self] call in
+            let arguments = try call.arguments()
+            let accuracy = arguments[2].double!, limit = arguments[3].uint32!
+            let ranked = try serve {
+                try service.rank(
+                    latitude: arguments[0].double!, longitude: arguments[1].double!,
+                    accuracy: accuracy.isNaN ? nil : accuracy, limit: limit == 0 ? nil : Int(limit))
+            }
+            return [.dictionaries(ranked.map(\.busRecord))]
+        }
+        object.addMethod("Select", arguments: [BusArgument("id", "s")], returns: [BusArgument("marker", "a{sv}")]) {
+            [unowned self] call in
+            let id = try call.arguments()[0].string!
+            let caller = try call.credentials()
+            let marker = try serve { try service.select(id: id, by: caller) }
+            return [Record.marker(marker).bus]
+        }
+        object.addMethod("Refresh", arguments: [], returns: []) { [unowned self] call in
+            let caller = try call.credentials()
+            try serve { try service.refresh(by: caller) }
+            return []
+        }
+        object.addMethod(
+            "GetHistory", arguments: [BusArgument("limit", "u")], returns: [BusArgument("markers", "aa{sv}")]
+        ) { [unowned self] call in
+            let limit = try call.arguments()[0].uint32!
+            let markers = try serve { try service.history(limit: limit == 0 ? nil : Int(limit), before: nil) }
+            return [.dictionaries(markers.map { Record.marker($0).busDictionary })]
+        }
+        object.addSignal("PlacesChanged", arguments: [BusArgument("generation", "t"), places])
+        object.addSignal("MarkerPlaced", arguments: [BusArgument("marker", "a{sv}")])
+        object.addProperty(Property.location, signature: "a{sv}") { [unowned self] in
+            service.location.map { Record.location($0, now: service.now).bus } ?? .dictionary([:])
+        }
+        object.addProperty(Property.generation, signature: "t") { [unowned self] in .uint64(service.generation) }
+        object.addProperty(Property.marker, signature: "a{sv}") { [unowned self] in
+            service.marker.map { Record.marker($0).bus } ?? .dictionary([:])
+        }
+        object.addProperty(Property.distanceFilter, signature: "d") { [unowned self] in
+            .double(service.distanceFilter)
+        }
+        object.addProperty(Property.sourceState, signature: "s") { [unowned self] in
+            .string(service.sourceState.rawValue)
+        }
+    }
+
+    /// The properties' names, as they are declared and announced.
+    private enum Property {
+        static let location = "Location"
+        static let generation = "Generation"
+        static let marker = "Marker"
+        static let distanceFilter = "DistanceFilter"
+        static let sourceState = "SourceState"
+    }
+
+    /// Runs a daemon operation, turning its named error into the D-Bus error of the same name.
+    private func serve<Result>(_ operation: () throws -> Result) throws(BusError) -> Result {
+        do {
+            return try operation()
+        } catch let error as ServiceError {
+            throw BusError(Self.errorPrefix + error.name, error.description)
+        } catch {
+            throw BusError.failed("\(error)")
+        }
+    }
+
+    // MARK: Broadcasts
+
+    func handle(_ event: DaemonEvent, from service: PlacesService) {
+        switch event {
+        case .located:
+            send { try object.emitPropertiesChanged([Property.location]) }
+        case .ranked(let ranking):
+            let places = ranking.places.map(\.busRecord)
+            send { try object.emitSignal("PlacesChanged", [.uint64(ranking.generation), .dictionaries(places)]) }
+            send { try object.emitPropertiesChanged([Property.generation]) }
+        case .markerPlaced(let marker):
+            send { try object.emitSignal("MarkerPlaced", [Record.marker(marker).bus]) }
+            send { try object.emitPropertiesChanged([Property.marker]) }
+        case .sourceChanged:
+            send { try object.emitPropertiesChanged([Property.sourceState]) }
+        case .distanceFilterChanged:
+            send { try object.emitPropertiesChanged([Property.distanceFilter]) }
+        case .moved:
+            break
+        }
+    }
+
+    private func send(_ emit: () throws -> Void) {
+        do { try emit() } catch { Log.warning("D-Bus: \(error)") }
+    }
+}
+
+extension RankedPlace {
+    fileprivate var busRecord: [String: BusValue] { Record.place(self).busDictionary }
+}
+
+extension Record {
+    var busDictionary: [String: BusValue] {
+        var dictionary: [String: BusValue] = [:]
+        for (key, value) in fields { dictionary[key] = value.bus }
+        return dictionary
+    }
+
+    var bus: BusValue { .dictionary(busDictionary) }
+}
+
+extension Record.Value {
+    var bus: BusValue {
+        switch self {
+        case let .string(s): .string(s)
+        case let .double(d): .double(d)
+        case let .int(i): .int64(i)
+        case let .uint(u): .uint64(u)
+        case let .bool(b): .bool(b)
+        case let .record(r): r.bus
+        case let .records(rs): .dictionaries(rs.map(\.busDictionary))
+        }
+    }
+}

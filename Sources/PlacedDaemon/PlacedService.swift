@@ -1,0 +1,134 @@
+import PlacedCore
+import PlacedGPS
+import PlacedSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// placed, assembled: the event loop, the daemon's core, its adapters and its location source,
+/// started in a fixed order (as systemd's timedated `run()` does) and stopped in reverse.
+///
+/// 1. the event loop and its signals (SIGTERM/SIGINT stop, SIGHUP reloads);
+/// 2. the core: places, selection log, last marker;
+/// 3. the adapters, each subscribed to the core: the journal first (a selection is logged before
+///    anyone hears of it), then varlink, then D-Bus;
+/// 4. the location source, delivering to the core;
+/// 5. READY=1, then the watchdog.
+public final class PlacedService {
+    private let loader: ConfigurationLoader
+    private var configuration: Configuration
+    private let loop: EventLoop
+    private let daemon: Daemon
+    private var signals: [EventSource] = []
+    private var journal: JournalAdapter?
+    private var varlink: VarlinkAdapter?
+    private var bus: BusAdapter?
+    private var source: LocationSource?
+
+    /// Builds the core (steps 1 and 2); `run()` does the rest.
+    public init(configuration: Configuration, loader: ConfigurationLoader) throws {
+        self.loader = loader
+        self.configuration = configuration
+        loop = try EventLoop()
+        daemon = try Daemon(configuration: configuration, loop: loop)
+    }
+
+    /// Runs until SIGTERM or SIGINT; returns the exit status.
+    public func run() throws -> Int32 {
+        for signal in [SIGTERM, SIGINT] {
+            signals.append(
+                try loop.onSignal(signal) { [unowned self] in
+                    Log.info("shutting down")
+                    ServiceNotifier.stopping()
+                    loop.exit(0)
+                })
+        }
+        signals.append(try loop.onSignal(SIGHUP) { [unowned self] in reload() })
+
+        let journal = JournalAdapter()
+        daemon.subscribe(journal)
+        self.journal = journal
+        let varlink = try VarlinkAdapter.start(service: daemon, loop: loop, socketPath: configuration.socketPath)
+        daemon.subscribe(varlink)
+        self.varlink = varlink
+        if let address = configuration.busAddress {
+            let bus: BusAdapter
+            do {
+                bus = try BusAdapter(service: daemon, loop: loop, address: address)
+            } catch {
+                throw StartupError(
+                    "cannot serve \(BusAdapter.name) on the \(configuration.bus.rawValue) bus: \(error)")
+            }
+            daemon.subscribe(bus)
+            self.bus = bus
+        }
+        try startSource()
+
+        Log.info(
+            "started: \(daemon.placeCount.grouped) places, distance filter "
+                + "\(configuration.distanceFilter.formatted(decimals: 1)) m"
+                + (daemon.marker.map { ", last marker \($0.place.place.id)" } ?? ""))
+        ServiceNotifier.ready(status: daemon.statusLine)
+        // After READY: sd-event pings once on enabling, and systemd expects READY first.
+        try loop.enableWatchdog()
+        let status = try loop.run()
+
+        source?.stop()
+        daemon.unsubscribeAll()
+        self.bus = nil
+        self.varlink?.close()
+        self.varlink = nil
+        self.journal = nil
+        daemon.close()
+        return status
+    }
+
+    private func startSource() throws {
+        let source: LocationSource
+        switch try configuration.resolvedSource() {
+        case let .gpsd(host, port):
+            source = GPSDSource(
+                loop: loop,
+                configuration: .init(
+                    host: host, port: port, silenceTimeout: UInt64(configuration.gpsdTimeout * 1_000_000)))
+        case let .fixed(coordinate, accuracy):
+            source = StaticSource(loop: loop, coordinate: coordinate, accuracy: accuracy)
+        }
+        self.source = source
+        source.start(delivering: daemon)
+    }
+
+    /// SIGHUP: reads the configuration again (file and drop-ins, then the same flags), applies what
+    /// changed, and reloads the places. A bad configuration is logged and the running one kept.
+    private func reload() {
+        ServiceNotifier.reloading()
+        defer { ServiceNotifier.ready(status: daemon.statusLine) }
+        let new: Configuration
+        do {
+            new = try loader.reload()
+        } catch {
+            Log.error("SIGHUP: keeping the running configuration: \(error)")
+            daemon.reloadPlaces(reason: "SIGHUP")
+            return
+        }
+        for setting in Settings.changed(from: configuration, to: new) where setting.reload == .restart {
+            Log.warning("\(setting.key)= changed: it takes effect when placed restarts")
+        }
+        let old = configuration
+        configuration = new
+        if (try? new.resolvedSource()) != (try? old.resolvedSource()) || new.gpsdTimeout != old.gpsdTimeout {
+            Log.info("location source changed: restarting it")
+            source?.stop()
+            source = nil
+            do { try startSource() } catch { Log.error("cannot start the new location source: \(error)") }
+        }
+        daemon.apply(new)
+    }
+}
+
+/// A part that could not start: placed exits with status 1 and this message.
+public struct StartupError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,219 @@
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One thing placed can be told, described once: its key in the configuration file, its flag, its
+/// help line, how a value is checked and applied, and whether SIGHUP applies a change. The flag
+/// parser, the file parser, `--check-config`, the usage text and reload all read `Settings.all`.
+public struct Setting: Sendable {
+    public let section: String
+    public let key: String
+    /// The command-line flag (`--distance-filter`), if the setting has one.
+    public let flag: String?
+    /// What the flag's value looks like in the usage text: `M`, `HOST:PORT`.
+    let placeholder: String
+    /// One line for the usage text.
+    let help: String
+    public let reload: Reload
+    /// The value in a configuration, as the file takes it; nil when unset.
+    let value: @Sendable (Configuration) -> String?
+    /// Checks `text` and sets it in the configuration, or says why not.
+    let apply: @Sendable (_ text: String, _ origin: SettingOrigin, inout Configuration) throws(SettingError) -> Void
+    /// What giving the flag sets besides the value (`--static` also selects the static source).
+    var flagAlsoSets: (@Sendable (inout Configuration) -> Void)? = nil
+    /// Whether the usage text shows the default value after the help line (not when the help says it).
+    var usageShowsDefault = true
+
+    /// Whether SIGHUP (`systemctl reload placed`) applies a changed value, or only a restart does.
+    public enum Reload: Sendable {
+        case applied
+        case restart
+    }
+
+    /// The value in `configuration`, as `--check-config` prints it.
+    public func value(in configuration: Configuration) -> String? { value(configuration) }
+}
+
+/// Where a value came from: a path from a flag is made absolute against the working directory, one
+/// in a file must already be absolute (a file has no working directory).
+public enum SettingOrigin: Sendable {
+    case flag, file
+}
+
+/// Why a value was refused, phrased for a flag (`--bus must be system, session or none, not 'x'`) and
+/// for a file key (`Bus=x: must be system, session or none`) from one description.
+public struct SettingError: Error, Equatable, Sendable {
+    enum Phrase: Sendable { case expects, mustBe, detail, plain }
+    let phrase: Phrase
+    let text: String
+
+    /// `--distance-filter expects a number >= 0, not '-1'` / `must be a number >= 0`.
+    static func expects(_ text: String) -> SettingError { SettingError(phrase: .expects, text: text) }
+    /// `--bus must be system, session or none, not 'x'` / `must be system, session or none`.
+    static func mustBe(_ text: String) -> SettingError { SettingError(phrase: .mustBe, text: text) }
+    /// `--static: latitude must be within ±90 ..., not '91,0'` / `latitude must be within ±90 ...`.
+    static func detail(_ text: String) -> SettingError { SettingError(phrase: .detail, text: text) }
+    /// `--db needs a path` / `needs a path`.
+    static func plain(_ text: String) -> SettingError { SettingError(phrase: .plain, text: text) }
+
+    func message(flag: String, value: String) -> String {
+        switch phrase {
+        case .expects: "\(flag) expects \(text), not '\(value)'"
+        case .mustBe: "\(flag) must be \(text), not '\(value)'"
+        case .detail: "\(flag): \(text), not '\(value)'"
+        case .plain: "\(flag) \(text)"
+        }
+    }
+
+    var fileMessage: String {
+        switch phrase {
+        case .expects, .mustBe: "must be \(text)"
+        case .detail, .plain: text
+        }
+    }
+}
+
+public enum Settings {
+    /// Every setting, in the order of the configuration file and of `--check-config`.
+    public static let all: [Setting] = [
+        Setting(
+            section: "Location", key: "Source", flag: nil, placeholder: "",
+            help: "gpsd, or static (then StaticPosition)",
+            reload: .applied, value: { $0.sourceKind.rawValue }
+        ) { text, _, c throws(SettingError) in
+            guard let kind = Configuration.SourceKind(rawValue: text) else { throw .mustBe("gpsd or static") }
+            c.sourceKind = kind
+        },
+        Setting(
+            section: "Location", key: "GPSD", flag: "--gpsd", placeholder: "HOST:PORT", help: "read fixes from gpsd",
+            reload: .applied, value: { $0.gpsdEndpoint },
+            apply: { text, _, c throws(SettingError) in (c.gpsdHost, c.gpsdPort) = try parseEndpoint(text) },
+            flagAlsoSets: { $0.sourceKind = .gpsd }),
+        Setting(
+            section: "Location", key: "GPSDTimeoutSec", flag: "--gpsd-timeout", placeholder: "S",
+            help: "seconds of silence before gpsd counts as gone", reload: .applied,
+            value: { Configuration.text(of: $0.gpsdTimeout) }
+        ) { text, _, c throws(SettingError) in
+            c.gpsdTimeout = try number(text, minimum: 0.1)
+        },
+        Setting(
+            section: "Location", key: "StaticPosition", flag: "--static", placeholder: "LAT,LON[,ACC]",
+            help: "a fixed position instead of gpsd (kiosks); ACC: 1-sigma metres, default 10", reload: .applied,
+            value: { $0.staticPosition?.text },
+            apply: { text, _, c throws(SettingError) in c.staticPosition = try parseStatic(text) },
+            flagAlsoSets: { $0.sourceKind = .static }, usageShowsDefault: false),
+        Setting(
+            section: "Location", key: "DistanceFilter", flag: "--distance-filter", placeholder: "M",
+            help: "metres between moves; 0 = every fix", reload: .applied,
+            value: { Configuration.text(of: $0.distanceFilter) }
+        ) { text, _, c throws(SettingError) in
+            c.distanceFilter = try number(text, minimum: 0)
+        },
+        Setting(
+            section: "Places", key: "Database", flag: "--db", placeholder: "PATH", help: "places database",
+            reload: .applied, value: { $0.databasePath }
+        ) { text, origin, c throws(SettingError) in
+            c.databasePath = try path(text, origin)
+        },
+        Setting(
+            section: "Places", key: "Selections", flag: "--selections", placeholder: "PATH",
+            help: "selection log (default: selections.db beside the places database)", reload: .restart,
+            value: { $0.resolvedSelectionsPath },
+            apply: { text, origin, c throws(SettingError) in c.selectionsPath = try path(text, origin) },
+            usageShowsDefault: false),
+        Setting(
+            section: "Places", key: "SelectionGenerations", flag: nil, placeholder: "",
+            help: "how many of the newest rankings a selection may come from", reload: .restart,
+            value: { String($0.selectionGenerations) }
+        ) { text, _, c throws(SettingError) in
+            guard let n = Int(text), (1...100).contains(n) else { throw .mustBe("a whole number from 1 to 100") }
+            c.selectionGenerations = n
+        },
+        Setting(
+            section: "Interfaces", key: "WriterGroup", flag: nil, placeholder: "",
+            help: "members of this group (and root) may Select and Refresh", reload: .applied,
+            value: { $0.writerGroup }
+        ) { text, _, c throws(SettingError) in
+            guard !text.isEmpty else { throw .plain("must name a group") }
+            c.writerGroup = text
+        },
+        Setting(
+            section: "Interfaces", key: "Bus", flag: "--bus", placeholder: "system|session|none",
+            help: "D-Bus to serve on", reload: .restart, value: { $0.bus.rawValue }
+        ) { text, _, c throws(SettingError) in
+            guard let bus = Configuration.Bus(rawValue: text) else { throw .mustBe("system, session or none") }
+            c.bus = bus
+        },
+        Setting(
+            section: "Interfaces", key: "Socket", flag: "--socket", placeholder: "PATH", help: "varlink socket",
+            reload: .restart, value: { $0.socketPath }
+        ) { text, origin, c throws(SettingError) in
+            c.socketPath = try path(text, origin)
+        },
+    ]
+
+    /// The settings whose values differ between two configurations.
+    public static func changed(from old: Configuration, to new: Configuration) -> [Setting] {
+        all.filter { $0.value(old) != $0.value(new) }
+    }
+
+    // MARK: Values
+
+    /// A finite number of at least `minimum`: the one number check behind flags and keys.
+    static func number(_ text: String, minimum: Double) throws(SettingError) -> Double {
+        guard let number = Double(text), number.isFinite, number >= minimum else {
+            throw .expects("a number >= \(Configuration.text(of: minimum))")
+        }
+        return number
+    }
+
+    /// A path from a flag, made absolute against the working directory now, as the files require
+    /// their paths to be: what placed logs and `--check-config` prints then names one file.
+    static func path(_ text: String, _ origin: SettingOrigin) throws(SettingError) -> String {
+        guard !text.isEmpty else { throw .plain("needs a path") }
+        if text.hasPrefix("/") { return text }
+        guard origin == .flag else { throw .plain("must be an absolute path") }
+        guard let directory = getcwd(nil, 0) else { throw .plain("\(text): no working directory") }
+        defer { free(directory) }
+        var base = String(cString: directory)
+        if !base.hasSuffix("/") { base += "/" }
+        return base + (text.hasPrefix("./") ? String(text.dropFirst(2)) : text)
+    }
+
+    /// HOST, HOST:PORT, or [IPv6]:PORT.
+    static func parseEndpoint(_ text: String) throws(SettingError) -> (host: String, port: String) {
+        var host = text
+        var port = "2947"
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let after = text[text.index(after: close)...]
+            if after.hasPrefix(":") { port = String(after.dropFirst()) }
+        } else if let colon = text.lastIndex(of: ":") {
+            host = String(text[..<colon])
+            port = String(text[text.index(after: colon)...])
+        }
+        guard !host.isEmpty, let number = Int(port), (1...65535).contains(number) else {
+            throw .expects("HOST:PORT with a port from 1 to 65535")
+        }
+        return (host, port)
+    }
+
+    /// LAT,LON[,ACC]: degrees and metres.
+    static func parseStatic(_ text: String) throws(SettingError) -> Configuration.StaticPosition {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Double($0) }
+        guard parts.count == 2 || parts.count == 3, let lat = parts[0], let lon = parts[1] else {
+            throw .expects("LAT,LON[,ACC] in degrees and metres")
+        }
+        let coordinate = Coordinate(latitude: lat, longitude: lon)
+        guard coordinate.isValid else {
+            throw .detail("latitude must be within ±90 and longitude within ±180")
+        }
+        let accuracy = parts.count == 3 ? parts[2] : 10
+        guard let accuracy, accuracy.isFinite, accuracy >= 0 else {
+            throw .detail("accuracy must be a number of metres >= 0")
+        }
+        return Configuration.StaticPosition(coordinate: coordinate, accuracy: accuracy)
+    }
+}
