@@ -1,0 +1,176 @@
+import PlacedCore
+import PlacedStore
+import PlacedSystem
+import PlacedTestSupport
+import Testing
+
+@testable import PlacedDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private let centre = Coordinate(latitude: 60.1699, longitude: 24.9384)
+
+/// Hears what an adapter hears.
+private final class RecordingSubscriber: DaemonSubscriber {
+    var events: [DaemonEvent] = []
+
+    func handle(_ event: DaemonEvent, from service: PlacesService) { events.append(event) }
+
+    var rankings: [Ranking] {
+        events.compactMap { if case .ranked(let ranking) = $0 { ranking } else { nil } }
+    }
+    var markers: [Marker] {
+        events.compactMap { if case .markerPlaced(let marker) = $0 { marker } else { nil } }
+    }
+}
+
+/// A daemon on a loop of its own, with a static source and its databases in a temporary directory.
+private final class DaemonFixture {
+    let directory = makeTemporaryDirectory("placed-daemon")
+    let loop: EventLoop
+    let daemon: Daemon
+    let subscriber = RecordingSubscriber()
+    let source: StaticSource
+    let loader: ConfigurationLoader
+    var configFile: String { directory + "/placed.conf" }
+    var databasePath: String { directory + "/places.db" }
+
+    static let places = [
+        Place(id: "osm:node/1", name: "Kahvila", kind: "amenity=cafe", coordinate: centre),
+        Place(
+            id: "osm:node/2", name: "Kirjasto", kind: "amenity=library",
+            coordinate: LocalProjection(origin: centre).coordinate(east: 12, north: 0)),
+        Place(
+            id: "osm:node/3", name: "Apteekki", kind: "amenity=pharmacy",
+            coordinate: LocalProjection(origin: centre).coordinate(east: 0, north: 25)),
+    ]
+
+    init(distanceFilter: Double = 50) throws {
+        try PlaceDatabase.replace(at: directory + "/places.db", with: Self.places)
+        try "[Location]\nDistanceFilter=\(distanceFilter)\n".write(to: directory + "/placed.conf")
+        loader = ConfigurationLoader(arguments: [
+            "--config", directory + "/placed.conf", "--db", directory + "/places.db", "--static",
+            "\(centre.latitude),\(centre.longitude),8", "--bus", "none",
+        ])
+        let configuration = try loader.reload()
+        loop = try EventLoop()
+        daemon = try Daemon(configuration: configuration, loop: loop)
+        daemon.subscribe(subscriber)
+        source = StaticSource(loop: loop, coordinate: centre, accuracy: 8)
+    }
+
+    deinit {
+        for name in ["placed.conf", "places.db", "selections.db", "selections.db-wal", "selections.db-shm"] {
+            unlink(directory + "/" + name)
+        }
+        rmdir(directory)
+    }
+
+    func start() throws {
+        source.start(delivering: daemon)
+        #expect(try loop.pump { !subscriber.rankings.isEmpty })
+    }
+}
+
+extension String {
+    fileprivate func write(to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw SystemError("open(\(path))", errno: errno) }
+        defer { close(fd) }
+        writeAll(fd, self)
+    }
+}
+
+@Suite(.serialized) struct DaemonTests {
+    @Test func aMovePublishesARankingTheSubscriberSees() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let daemon = fixture.daemon
+        #expect(daemon.sourceState == .static)
+        #expect(daemon.generation == 1)
+        let ranking = try #require(fixture.subscriber.rankings.first)
+        #expect(ranking.generation == 1)
+        #expect(ranking.places.first?.place.id == "osm:node/1", "the place the device is at comes first")
+        #expect(Set(ranking.places.map(\.place.id)) == ["osm:node/1", "osm:node/2", "osm:node/3"])
+        // The move comes first, the ranking next, the location last; the gate made the accuracy σ.
+        guard
+            case let .moved(fix, number, distance) = fixture.subscriber.events.first(where: {
+                if case .moved = $0 { true } else { false }
+            })
+        else {
+            Issue.record("no move")
+            return
+        }
+        #expect(number == 1 && distance == nil && fix.coordinate == centre)
+        #expect(abs((fix.accuracy ?? 0) - 8) < 1e-9)
+        guard case .located = fixture.subscriber.events.last else {
+            Issue.record("the location is announced after the ranking")
+            return
+        }
+        #expect(try daemon.current(limit: 2)?.places.count == 2)
+        #expect(throws: ServiceError.invalidLimit(21, maximum: Ranker.maximumLimit)) { try daemon.current(limit: 21) }
+    }
+
+    @Test func aSelectionWritesARowAndTheSubscriberSeesTheMarker() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let daemon = fixture.daemon
+        let root = Credentials(uid: 0, gid: 0)
+        let marker = try daemon.select(id: "osm:node/2", by: root)
+        #expect(marker.place.place.id == "osm:node/2")
+        #expect(marker.generation == 1)
+        #expect(fixture.subscriber.markers.map(\.selection) == [marker.selection])
+        #expect(daemon.marker == marker)
+        // The row is in the log on disk: a second reader of the file finds it.
+        let log = try SelectionLog(path: fixture.directory + "/selections.db")
+        #expect(try log.history(limit: 5, before: nil).map(\.place.place.id) == ["osm:node/2"])
+        // Refused selections change nothing and reach no subscriber.
+        #expect(throws: ServiceError.unknownPlace(id: "osm:node/404")) {
+            try daemon.select(id: "osm:node/404", by: root)
+        }
+        #expect(throws: ServiceError.permissionDenied(operation: "Select")) {
+            try daemon.select(id: "osm:node/1", by: Credentials(uid: 65534, gid: 65534))
+        }
+        #expect(fixture.subscriber.markers.count == 1)
+    }
+
+    @Test func reloadAppliesAChangedSetting() throws {
+        let fixture = try DaemonFixture(distanceFilter: 50)
+        try fixture.start()
+        #expect(fixture.daemon.distanceFilter == 50)
+        try "[Location]\nDistanceFilter=20\n".write(to: fixture.configFile)
+        fixture.daemon.apply(try fixture.loader.reload())
+        #expect(fixture.daemon.distanceFilter == 20)
+        #expect(
+            fixture.subscriber.events.contains {
+                if case .distanceFilterChanged(20) = $0 { true } else { false }
+            })
+        // The reload ranks again at the location: a new generation, from the reloaded places.
+        #expect(fixture.daemon.generation == 2)
+        #expect(fixture.subscriber.rankings.map(\.generation) == [1, 2])
+    }
+
+    @Test func refreshOntoABadFileKeepsTheOldPlaces() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let daemon = fixture.daemon
+        let broken = fixture.directory + "/broken.db"
+        try String(repeating: "not a database", count: 100).write(to: broken)
+        #expect(rename(broken, fixture.databasePath) == 0)
+        #expect(throws: ServiceError.self) { try daemon.refresh(by: Credentials(uid: 0, gid: 0)) }
+        do {
+            try daemon.refresh(by: Credentials(uid: 0, gid: 0))
+        } catch let error as ServiceError {
+            #expect(error.name == "StoreFailed")
+        }
+        #expect(daemon.placeCount == 3, "the places loaded before keep serving")
+        #expect(
+            try daemon.rank(latitude: centre.latitude, longitude: centre.longitude, accuracy: 10, limit: nil).count
+                == 3)
+        #expect(throws: ServiceError.permissionDenied(operation: "Refresh")) {
+            try daemon.refresh(by: Credentials(uid: 65534, gid: 65534))
+        }
+    }
+}
