@@ -156,8 +156,11 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
             guard parameters["latitude"]?.double != nil else { return "invalid accuracy: a number of metres >= 0" }
             return "invalid position \(text("latitude")),\(text("longitude")): "
                 + "latitude within ±90, longitude within ±180"
+        case "PermissionDenied" where parameters["operation"] != nil:
+            return "permission denied: \(text("operation")) needs \(text("requirement"))"
         case "PermissionDenied", "varlink.PermissionDenied":
-            return "permission denied: selecting and refreshing need root or membership of group placed"
+            return "permission denied: reading needs root or membership of group placed or placed-read, "
+                + "selecting and refreshing root or group placed"
         case "StoreFailed": return text("reason")
         case "NoPlaces": return "no places are loaded; import some with placectl import"
         case "varlink.InvalidParameter": return "placed rejected the parameter '\(text("parameter"))'"

@@ -28,7 +28,7 @@ public final class VarlinkClient: PlacesClient {
             let hint: String? =
                 switch error.errno {
                 case ENOENT, ECONNREFUSED: "is placed running?"
-                case EACCES, EPERM: "not allowed to talk to placed (socket mode 0660, group placed)."
+                case EACCES, EPERM: "not allowed to connect to placed's socket."
                 default: nil
                 }
             throw .unreachable(

@@ -30,6 +30,7 @@ public final class PlacedService {
     public init(configuration: Configuration, loader: ConfigurationLoader) throws {
         self.loader = loader
         self.configuration = configuration
+        Log.minimumPriority = configuration.logLevel
         loop = try EventLoop()
         daemon = try Daemon(configuration: configuration, loop: loop)
     }
@@ -112,6 +113,7 @@ public final class PlacedService {
             daemon.reloadPlaces(reason: "SIGHUP")
             return
         }
+        Log.minimumPriority = new.logLevel
         for setting in Settings.changed(from: configuration, to: new) where setting.reload == .restart {
             Log.warning("\(setting.key)= changed: it takes effect when placed restarts")
         }

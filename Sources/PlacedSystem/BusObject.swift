@@ -15,8 +15,10 @@ public final class BusObject {
     /// A method handler returns the reply's values; a thrown `BusError` becomes the error reply,
     /// any other error `org.freedesktop.DBus.Error.Failed`.
     public typealias MethodHandler = (BusMethodCall) throws -> [BusValue]
-    /// A property getter; a thrown `BusError` becomes the error reply of the `Get` or `GetAll`.
-    public typealias PropertyGetter = () throws(BusError) -> BusValue
+    /// A property getter, given the `Get` or `GetAll` call it answers (nil while announcing a change,
+    /// which reaches whom the bus policy lets receive it); a thrown `BusError` becomes that call's
+    /// error reply.
+    public typealias PropertyGetter = (BusMethodCall?) throws(BusError) -> BusValue
 
     private struct Method {
         let arguments: [BusArgument]
@@ -203,10 +205,10 @@ public final class BusObject {
             element += 1
             placed_bus_vtable_property(
                 element, keep(name), keep(property.signature),
-                { _, _, _, property, reply, userdata, error in
+                { bus, _, _, property, reply, userdata, error in
                     guard let property, let reply, let userdata else { return -EINVAL }
                     return Unmanaged<BusObject>.fromOpaque(userdata).takeUnretainedValue().get(
-                        String(cString: property), into: reply, error)
+                        String(cString: property), into: reply, answering: BusMethodCall.propertiesCall(on: bus), error)
                 }, UInt64(SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE))
         }
         for (name, arguments) in signals {
@@ -257,14 +259,15 @@ public final class BusObject {
         }
     }
 
-    private func get(_ name: String, into reply: OpaquePointer, _ replyError: UnsafeMutablePointer<sd_bus_error>?)
-        -> Int32
-    {
+    private func get(
+        _ name: String, into reply: OpaquePointer, answering call: BusMethodCall?,
+        _ replyError: UnsafeMutablePointer<sd_bus_error>?
+    ) -> Int32 {
         guard let property = properties.first(where: { $0.name == name })?.property else {
             return fail(replyError, .unknownProperty("No property \(name) in \(interface)"))
         }
         do throws(BusError) {
-            let value = try property.get()
+            let value = try property.get(call)
             guard value.signature == property.signature else {
                 throw BusError.failed("property \(name) has type \(value.signature), declared \(property.signature)")
             }
@@ -308,6 +311,18 @@ public struct BusMethodCall {
     let message: OpaquePointer
     /// The method name.
     public let member: String
+
+    /// The sender's unique name (`:1.42`): the same for every call of one connection, never reused.
+    public var sender: String? { sd_bus_message_get_sender(message).map { String(cString: $0) } }
+
+    /// The `org.freedesktop.DBus.Properties` call `bus` is answering now, if it is answering one.
+    static func propertiesCall(on bus: OpaquePointer?) -> BusMethodCall? {
+        guard let message = sd_bus_get_current_message(bus),
+            sd_bus_message_is_method_call(message, "org.freedesktop.DBus.Properties", nil) > 0,
+            let member = sd_bus_message_get_member(message)
+        else { return nil }
+        return BusMethodCall(message: message, member: String(cString: member))
+    }
 
     /// The arguments, already checked against the declared signature.
     public func arguments() throws(BusError) -> [BusValue] {

@@ -82,6 +82,11 @@ public enum UserDatabase {
         lookUp(group(), { getgrnam_r(name, $0, $1, $2, $3) }, read: \.gr_gid)
     }
 
+    /// The name of group `gid`, or nil when the database has none.
+    public static func groupName(of gid: gid_t) -> String? {
+        lookUp(group(), { getgrgid_r(gid, $0, $1, $2, $3) }, read: { $0.gr_name.map { String(cString: $0) } })
+    }
+
     /// The name of user `uid`, or nil when the database has none.
     public static func userName(of uid: uid_t) -> String? {
         lookUp(passwd(), { getpwuid_r(uid, $0, $1, $2, $3) }, read: { $0.pw_name.map { String(cString: $0) } })

@@ -5,12 +5,29 @@ import CSystemd
 #endif
 
 /// syslog priorities, as journald stores them.
-public enum LogPriority: Int32, Sendable {
+public enum LogPriority: Int32, Sendable, CaseIterable {
     case error = 3
     case warning = 4
     case notice = 5
     case info = 6
     case debug = 7
+
+    /// The name systemd's `LogLevel=` and `journalctl -p` use.
+    public var name: String {
+        switch self {
+        case .error: "err"
+        case .warning: "warning"
+        case .notice: "notice"
+        case .info: "info"
+        case .debug: "debug"
+        }
+    }
+
+    /// From a name as `LogLevel=` takes it (`err`, `warning`, `notice`, `info`, `debug`).
+    public init?(name: String) {
+        guard let found = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = found
+    }
 }
 
 /// Logging to journald when stderr is connected to it (a systemd service), readable lines on a
@@ -33,6 +50,9 @@ public enum Log {
     /// microseconds, as `gpspipe -uu` prints them, so latencies can be compared across programs.
     public static let timestamps = getenv("PLACED_LOG_TIMESTAMPS") != nil
 
+    /// Whether messages of `priority` are written: check before building an expensive message.
+    public static func isEnabled(_ priority: LogPriority) -> Bool { priority.rawValue <= minimumPriority.rawValue }
+
     public static func error(_ message: String) { log(.error, message) }
     public static func warning(_ message: String) { log(.warning, message) }
     public static func notice(_ message: String) { log(.notice, message) }
@@ -43,7 +63,7 @@ public enum Log {
     public static func log(
         _ priority: LogPriority, _ message: String, fields: [(String, String)] = []
     ) {
-        guard priority.rawValue <= minimumPriority.rawValue else { return }
+        guard isEnabled(priority) else { return }
         if toJournal {
             send(
                 ["MESSAGE=\(message)", "PRIORITY=\(priority.rawValue)", "SYSLOG_IDENTIFIER=\(identifier)"]

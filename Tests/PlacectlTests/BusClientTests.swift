@@ -129,11 +129,11 @@ private final class FakeService: @unchecked Sendable {
         object.addMethod("GetHistory", arguments: "u", returns: "aa{sv}") { _ in
             [dictionaries([marker(selection: 3), marker(selection: 2)])]
         }
-        object.addProperty("Location", signature: "a{sv}") { location }
-        object.addProperty("Generation", signature: "t") { .uint64(7) }
-        object.addProperty("Marker", signature: "a{sv}") { .dictionary([:]) }
-        object.addProperty("DistanceFilter", signature: "d") { .double(50) }
-        object.addProperty("SourceState", signature: "s") { .string("fix") }
+        object.addProperty("Location", signature: "a{sv}") { _ in location }
+        object.addProperty("Generation", signature: "t") { _ in .uint64(7) }
+        object.addProperty("Marker", signature: "a{sv}") { _ in .dictionary([:]) }
+        object.addProperty("DistanceFilter", signature: "d") { _ in .double(50) }
+        object.addProperty("SourceState", signature: "s") { _ in .string("fix") }
         object.addSignal("PlacesChanged", signature: "taa{sv}")
         object.addSignal("MarkerPlaced", signature: "a{sv}")
         try bus!.register(object)

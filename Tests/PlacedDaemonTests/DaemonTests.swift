@@ -109,8 +109,11 @@ extension String {
             Issue.record("the location is announced after the ranking")
             return
         }
-        #expect(try daemon.current(limit: 2)?.places.count == 2)
-        #expect(throws: ServiceError.invalidLimit(21, maximum: Ranker.maximumLimit)) { try daemon.current(limit: 21) }
+        let root = Credentials(uid: 0, gid: 0)
+        #expect(try daemon.current(limit: 2, by: root)?.places.count == 2)
+        #expect(throws: ServiceError.invalidLimit(21, maximum: Ranker.maximumLimit)) {
+            try daemon.current(limit: 21, by: root)
+        }
     }
 
     @Test func aSelectionWritesARowAndTheSubscriberSeesTheMarker() throws {
@@ -130,7 +133,10 @@ extension String {
         #expect(throws: ServiceError.unknownPlace(id: "osm:node/404")) {
             try daemon.select(id: "osm:node/404", by: root)
         }
-        #expect(throws: ServiceError.permissionDenied(operation: "Select")) {
+        #expect(
+            throws: ServiceError.permissionDenied(
+                operation: "Select", requirement: "root or membership of group placed")
+        ) {
             try daemon.select(id: "osm:node/1", by: Credentials(uid: 65534, gid: 65534))
         }
         #expect(fixture.subscriber.markers.count == 1)
@@ -152,6 +158,42 @@ extension String {
         #expect(fixture.subscriber.rankings.map(\.generation) == [1, 2])
     }
 
+    /// Reading is for root and the two groups, writing for root and the writer group: the groups are
+    /// taken from the configuration by name (here the caller's own, whatever it is called).
+    @Test func readersMayReadAndOnlyWritersMaySelect() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let daemon = fixture.daemon
+        let readers: UInt32 = 4242, writers: UInt32 = 4343
+        var configuration = daemon.configuration
+        configuration.readerGroup = try #require(UserDatabase.groupName(of: getgid()))
+        daemon.apply(configuration)
+        let reader = Credentials(uid: 65534, gid: 65534, groups: [getgid()])
+        let stranger = Credentials(uid: 65534, gid: 65534, groups: [readers, writers])
+        #expect(try daemon.current(limit: nil, by: reader)?.places.isEmpty == false)
+        #expect(try daemon.history(limit: nil, before: nil, by: reader).isEmpty)
+        #expect(throws: ServiceError.self) { try daemon.select(id: "osm:node/1", by: reader) }
+        for read in [
+            { _ = try daemon.current(limit: nil, by: stranger) },
+            { _ = try daemon.history(limit: nil, before: nil, by: stranger) },
+            {
+                _ = try daemon.rank(
+                    latitude: centre.latitude, longitude: centre.longitude, accuracy: nil, limit: nil, by: stranger)
+            },
+            { try daemon.authorize(stranger, to: .read, "Status") },
+        ] as [() throws -> Void] {
+            do {
+                try read()
+                Issue.record("a stranger read")
+            } catch let error as ServiceError {
+                #expect(error.name == "PermissionDenied")
+                #expect(
+                    error.description.hasSuffix(
+                        "needs root or membership of group placed or \(configuration.readerGroup)"))
+            }
+        }
+    }
+
     @Test func refreshOntoABadFileKeepsTheOldPlaces() throws {
         let fixture = try DaemonFixture()
         try fixture.start()
@@ -167,9 +209,14 @@ extension String {
         }
         #expect(daemon.placeCount == 3, "the places loaded before keep serving")
         #expect(
-            try daemon.rank(latitude: centre.latitude, longitude: centre.longitude, accuracy: 10, limit: nil).count
-                == 3)
-        #expect(throws: ServiceError.permissionDenied(operation: "Refresh")) {
+            try daemon.rank(
+                latitude: centre.latitude, longitude: centre.longitude, accuracy: 10, limit: nil,
+                by: Credentials(uid: 0, gid: 0)
+            ).count == 3)
+        #expect(
+            throws: ServiceError.permissionDenied(
+                operation: "Refresh", requirement: "root or membership of group placed")
+        ) {
             try daemon.refresh(by: Credentials(uid: 65534, gid: 65534))
         }
     }

@@ -122,8 +122,8 @@ private final class BusHarness {
         }
         object.addMethod("Fail") { _ in throw BusError("io.placed.Test1.Error.Nope", "nope, not now") }
         object.addMethod("BadReply") { _ in [.string("not declared")] }
-        object.addProperty("Count", signature: "u") { [unowned self] in .uint32(self.count) }
-        object.addProperty("Location", signature: "a{sv}") { .dictionary(["latitude": .double(60.17)]) }
+        object.addProperty("Count", signature: "u") { [unowned self] _ in .uint32(self.count) }
+        object.addProperty("Location", signature: "a{sv}") { _ in .dictionary(["latitude": .double(60.17)]) }
         object.addSignal("Changed", arguments: [BusArgument("generation", "t"), BusArgument("items", "aa{sv}")])
         object.addSignal("Everything", signature: BusHarness.everything.map(\.signature).joined())
         try bus.register(object)

@@ -82,13 +82,15 @@ MOVE = re.compile(r"move (\d+) at (-?[\d.]+),(-?[\d.]+)")
 
 
 class Placed:
-    """placed in the foreground; its log lines are collected as they arrive."""
+    """placed in the foreground; its log lines are collected as they arrive. The tests read each move
+    and ranking from the log, so placed logs at debug unless `log_level` says otherwise."""
 
-    def __init__(self, binary, *args, env=None, pass_fds=()):
+    def __init__(self, binary, *args, env=None, pass_fds=(), log_level="debug"):
         self.lines = []
         self._cond = threading.Condition()
+        level = ["--log-level", log_level] if log_level else []
         self.proc = subprocess.Popen(
-            [str(binary), *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [str(binary), *map(str, args), *level], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, env={**os.environ, **(env or {})}, pass_fds=pass_fds)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -1,5 +1,6 @@
 """The io.placed.Placed1 D-Bus object on a private dbus-daemon whose configuration includes the
 project's policy file; driven with busctl and gdbus, the tools an operator would use."""
+import grp
 import json
 import os
 import re
@@ -20,10 +21,19 @@ XML = ROOT / "etc" / "dbus-1" / "interfaces" / "io.placed.Placed1.xml"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
-@pytest.fixture
-def bus(tmp_path):
-    """A private dbus-daemon: everyone may connect and call, then the project's policy applies. Its
-    socket lives outside pytest's root-only tmp tree so that `nobody` can reach it."""
+def reader():
+    """setpriv arguments for `nobody` in group placed-read (made if missing)."""
+    subprocess.run(["groupadd", "-f", "placed-read"], check=True)
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--groups=%d" % grp.getgrnam("placed-read").gr_gid]
+
+
+@pytest.fixture(params=["policy"])
+def bus(request, tmp_path):
+    """A private dbus-daemon: everyone may connect and call, then the project's policy applies (or,
+    with the "open" parameter, no policy: placed's own check is all there is). Its socket lives
+    outside pytest's root-only tmp tree so that `nobody` can reach it."""
+    reader()  # placed resolves the group when it starts
+    include = "<include>%s</include>" % POLICY if request.param == "policy" else ""
     public = tempfile.mkdtemp(prefix="placed-bus-")
     os.chmod(public, 0o755)
     conf = tmp_path / "bus.conf"
@@ -39,9 +49,9 @@ def bus(tmp_path):
     <allow send_destination="*"/>
     <allow receive_sender="*"/>
   </policy>
-  <include>%s</include>
+  %s
 </busconfig>
-""" % (os.path.join(public, "bus"), POLICY))
+""" % (os.path.join(public, "bus"), include))
     proc = subprocess.Popen(["dbus-daemon", "--nofork", "--print-address", "--config-file", str(conf)],
                             stdout=subprocess.PIPE, text=True)
     address = proc.stdout.readline().strip()
@@ -160,12 +170,53 @@ def test_refresh_onto_a_file_it_cannot_load_is_store_failed(bus, placed, tmp_pat
     assert len(unwrap(call(bus, "GetPlaces", "u", 5)["data"][1])) == 5, "the loaded places keep serving"
 
 
-def test_user_outside_group_placed_is_refused_select(bus, placed):
-    places = unwrap(call(bus, "GetPlaces", "u", 1, user=NOBODY)["data"][1])  # reading is open
-    # The bus policy refuses first; placed would refuse too (PermissionDenied) from the sender's credentials.
-    assert gdbus_error(bus, "Select", places[0]["id"], user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
-    assert gdbus_error(bus, "Refresh", user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
+def test_nobody_may_read_or_select(bus, placed):
+    # The bus policy refuses first; placed refuses too from the sender's credentials (the next test).
+    for method, args in [("GetPlaces", ["uint32 1"]), ("Rank", ["60.17", "24.94", "5.0", "uint32 5"]),
+                         ("GetHistory", ["uint32 5"]), ("Select", ["osm:node/1"]), ("Refresh", [])]:
+        assert gdbus_error(bus, method, *args, user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied", method
+    out = busctl(bus, "get-property", NAME, PATH, IFACE, "Location", user=NOBODY, check=False)
+    assert out.returncode != 0 and "Access denied" in out.stderr, out.stderr
+    introspect = subprocess.run(NOBODY + ["gdbus", "introspect", "--address", bus, "--dest", NAME,
+                                          "--object-path", PATH], capture_output=True, text=True, timeout=20)
+    assert introspect.returncode == 0 and "GetPlaces" in introspect.stdout, "introspection stays open"
     assert unwrap(call(bus, "GetHistory", "u", 10)["data"][0]) == []
+
+
+@pytest.mark.parametrize("bus", ["open"], indirect=True)
+def test_placed_itself_refuses_nobody_on_a_bus_without_the_policy(bus, placed):
+    for method, args in [("GetPlaces", ["uint32 1"]), ("GetHistory", ["uint32 5"])]:
+        assert gdbus_error(bus, method, *args, user=NOBODY) == "io.placed.Placed1.Error.PermissionDenied", method
+    assert gdbus_error(bus, "Select", "osm:node/1", user=NOBODY) == "io.placed.Placed1.Error.PermissionDenied"
+    for member, args in [("Get", [IFACE, "Location"]), ("GetAll", [IFACE])]:
+        out = subprocess.run(NOBODY + ["gdbus", "call", "--address", bus, "--dest", NAME, "--object-path", PATH,
+                                       "--method", "org.freedesktop.DBus.Properties." + member, *args],
+                             capture_output=True, text=True, timeout=20)
+        assert out.returncode != 0 and "io.placed.Placed1.Error.PermissionDenied" in out.stderr, out.stderr
+    assert unwrap(call(bus, "GetPlaces", "u", 1, user=reader())["data"][1]), "a reader reads"
+
+
+def test_a_reader_reads_and_hears_but_may_not_select(bus, placed):
+    places = unwrap(call(bus, "GetPlaces", "u", 1, user=reader())["data"][1])
+    assert places
+    location = unwrap(busctl(bus, "get-property", NAME, PATH, IFACE, "Location", user=reader())["data"])
+    assert location["latitude"] == 60.1699
+    assert gdbus_error(bus, "Select", places[0]["id"], user=reader()) == "org.freedesktop.DBus.Error.AccessDenied"
+    assert gdbus_error(bus, "Refresh", user=reader()) == "org.freedesktop.DBus.Error.AccessDenied"
+    # Signals reach readers and never nobody.
+    monitors = {who: subprocess.Popen(user + ["gdbus", "monitor", "--address", bus, "--dest", NAME],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                for who, user in [("reader", reader()), ("nobody", NOBODY)]}
+    try:
+        time.sleep(0.5)  # the monitors have subscribed
+        call(bus, "Refresh")  # ranks again: PlacesChanged, PropertiesChanged
+        time.sleep(1.0)
+    finally:
+        for monitor in monitors.values():
+            monitor.kill()
+    heard = {who: monitor.communicate()[0] for who, monitor in monitors.items()}
+    assert "io.placed.Placed1.PlacesChanged" in heard["reader"], heard
+    assert "PlacesChanged" not in heard["nobody"] and "PropertiesChanged" not in heard["nobody"], heard
 
 
 def test_introspection_is_the_shipped_xml_and_matches_the_live_object(bus, placed):

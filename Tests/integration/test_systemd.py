@@ -81,6 +81,26 @@ def test_sighup_applies_a_changed_config(placed_bin, places_db, tmp_path):
         assert placed.stop() == 0
 
 
+def test_moves_and_rankings_are_logged_only_at_debug(placed_bin, places_db, tmp_path):
+    """A moving vehicle must not fill its journal: at the default level (info) placed logs its start and
+    state changes but no move or ranking; LogLevel=debug, applied by SIGHUP, logs each."""
+    shutil.copy(places_db, tmp_path / "places.db")
+    conf = tmp_path / "placed.conf"
+    conf.write_text("[Location]\nDistanceFilter=50\n")
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock",
+                    "--static", "60.1699,24.9384,8", "--config", conf, log_level=None)
+    try:
+        placed.wait_for(r"started: ")
+        with VarlinkSocket(tmp_path / "sock") as client:
+            assert client.call(PLACES + ".Status")["generation"] == 1, "ranked, silently"
+        assert not [line for line in placed.lines if re.search(r"move \d+ at|ranking \d+:", line)], placed.lines
+        conf.write_text("[Location]\nDistanceFilter=50\n[Logging]\nLogLevel=debug\n")
+        placed.proc.send_signal(signal.SIGHUP)
+        placed.wait_for(r"ranking 2: ")  # the reload ranks again, and now says so
+    finally:
+        assert placed.stop() == 0
+
+
 def test_check_config_prints_what_placed_would_run_with(placed_bin, tmp_path):
     conf = tmp_path / "placed.conf"
     conf.write_text("[Location]\nSource=static\nStaticPosition=60.1699,24.9384\n")
@@ -239,7 +259,8 @@ def test_socket_unit_verifies_and_matches_the_service(placed_bin, tmp_path):
     config = (ROOT / "etc" / "placed" / "placed.conf").read_text()
     path = re.search(r"^ListenStream=(\S+)$", socket_unit, re.M).group(1)
     assert re.search(r"^#?\s*Socket=%s$" % re.escape(path), config, re.M), "the unit listens where placed would"
-    for line in ["SocketMode=0660", "SocketGroup=placed", "RemoveOnStop=yes"]:
+    # 0666 as placed binds its own: placed checks every caller itself (SO_PEERCRED).
+    for line in ["SocketMode=0666", "SocketGroup=placed", "RemoveOnStop=yes"]:
         assert re.search("^%s$" % re.escape(line), socket_unit, re.M), line
     service = (ROOT / "systemd" / "placed.service").read_text()
     # The service's RuntimeDirectory= is the socket's directory: kept when placed stops, or the

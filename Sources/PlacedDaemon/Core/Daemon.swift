@@ -21,6 +21,7 @@ public final class Daemon: PlacesService, LocationSink {
     private var catalog: PlaceCatalog?
     private let selections: SelectionLog
     private var writerGroup: UInt32?
+    private var readerGroup: UInt32?
     private var subscribers: [DaemonSubscriber] = []
 
     public private(set) var location: Fix?
@@ -36,6 +37,7 @@ public final class Daemon: PlacesService, LocationSink {
         ranker = try Ranker()
         history = RankingHistory(depth: configuration.selectionGenerations)
         writerGroup = UserDatabase.groupID(named: configuration.writerGroup)
+        readerGroup = UserDatabase.groupID(named: configuration.readerGroup)
         do {
             catalog = try Self.loadCatalogIfPresent(configuration.databasePath)
         } catch {
@@ -119,14 +121,32 @@ public final class Daemon: PlacesService, LocationSink {
     public var distanceFilter: Double { filter.threshold }
     public var now: UInt64 { loop.now }
 
-    public func current(limit: Int?) throws(ServiceError) -> Ranking? {
+    public func authorize(_ caller: Credentials, to access: Access, _ operation: String) throws(ServiceError) {
+        let allowed =
+            switch access {
+            case .read: caller.isRootOrMember(of: writerGroup) || caller.isRootOrMember(of: readerGroup)
+            case .write: caller.isRootOrMember(of: writerGroup)
+            }
+        guard !allowed else { return }
+        let requirement =
+            switch access {
+            case .read:
+                "root or membership of group \(configuration.writerGroup) or \(configuration.readerGroup)"
+            case .write: "root or membership of group \(configuration.writerGroup)"
+            }
+        throw .permissionDenied(operation: operation, requirement: requirement)
+    }
+
+    public func current(limit: Int?, by caller: Credentials) throws(ServiceError) -> Ranking? {
+        try authorize(caller, to: .read, "reading the places")
         let limit = try ServiceError.checkLimit(limit, default: Ranker.defaultLimit, maximum: Ranker.maximumLimit)
         return history.latest?.limited(to: limit)
     }
 
-    public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ServiceError)
-        -> [RankedPlace]
+    public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?, by caller: Credentials)
+        throws(ServiceError) -> [RankedPlace]
     {
+        try authorize(caller, to: .read, "Rank")
         let limit = try ServiceError.checkLimit(limit, default: Ranker.defaultLimit, maximum: Ranker.maximumLimit)
         let coordinate = Coordinate(latitude: latitude, longitude: longitude)
         let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
@@ -146,7 +166,7 @@ public final class Daemon: PlacesService, LocationSink {
     }
 
     public func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker {
-        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Select") }
+        try authorize(caller, to: .write, "Select")
         let found: (place: RankedPlace, generation: UInt64)
         do {
             found = try history.resolveSelection(of: id) { catalog?.contains(id: $0) ?? false }
@@ -169,7 +189,7 @@ public final class Daemon: PlacesService, LocationSink {
     }
 
     public func refresh(by caller: Credentials) throws(ServiceError) {
-        guard caller.isRootOrMember(of: writerGroup) else { throw .permissionDenied(operation: "Refresh") }
+        try authorize(caller, to: .write, "Refresh")
         if catalog?.identity != FileIdentity(path: configuration.databasePath) {
             ServiceNotifier.reloading()
             defer { ServiceNotifier.ready(status: statusLine) }
@@ -189,7 +209,8 @@ public final class Daemon: PlacesService, LocationSink {
         if selections.reopen() { Log.notice("selection log \(selections.path) is writable again") }
     }
 
-    public func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker] {
+    public func history(limit: Int?, before: Int64?, by caller: Credentials) throws(ServiceError) -> [Marker] {
+        try authorize(caller, to: .read, "reading the history")
         let limit = try ServiceError.checkLimit(
             limit, default: Self.defaultHistoryLimit, maximum: Self.maximumHistoryLimit)
         do {
@@ -210,8 +231,9 @@ public final class Daemon: PlacesService, LocationSink {
             Log.info("distance filter now \(new.distanceFilter.formatted(decimals: 1)) m")
             emit(.distanceFilterChanged(new.distanceFilter))
         }
-        if new.writerGroup != old.writerGroup {
+        if new.writerGroup != old.writerGroup || new.readerGroup != old.readerGroup {
             writerGroup = UserDatabase.groupID(named: new.writerGroup)
+            readerGroup = UserDatabase.groupID(named: new.readerGroup)
         }
         reloadPlaces(reason: "SIGHUP")
     }

@@ -17,17 +17,31 @@ public protocol PlacesService: AnyObject {
     /// CLOCK_MONOTONIC now, microseconds: for the age of a fix.
     var now: UInt64 { get }
 
+    /// Refuses `caller` unless it may `access` (`operation` names what was asked, for the error). A
+    /// device's whereabouts are personal data: reading needs root, the writer group or the reader
+    /// group; writing needs root or the writer group. The operations below check it themselves;
+    /// an adapter calls it before it shows any of the state above.
+    func authorize(_ caller: Credentials, to access: Access, _ operation: String) throws(ServiceError)
+
     /// The latest ranking cut to `limit` places (nil: the default, 5).
-    func current(limit: Int?) throws(ServiceError) -> Ranking?
+    func current(limit: Int?, by caller: Credentials) throws(ServiceError) -> Ranking?
     /// A what-if ranking at any position: changes nothing.
-    func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ServiceError)
-        -> [RankedPlace]
+    func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?, by caller: Credentials)
+        throws(ServiceError) -> [RankedPlace]
     /// Records the caller's selection durably, logs it, and announces the marker.
     func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker
     /// Reloads the places if their file changed, and ranks again at the current location.
     func refresh(by caller: Credentials) throws(ServiceError)
     /// Past selections, newest first.
-    func history(limit: Int?, before: Int64?) throws(ServiceError) -> [Marker]
+    func history(limit: Int?, before: Int64?, by caller: Credentials) throws(ServiceError) -> [Marker]
+}
+
+/// What a caller wants to do, for `PlacesService.authorize`.
+public enum Access: Sendable {
+    /// The location, the rankings, the history, the markers.
+    case read
+    /// Select and Refresh.
+    case write
 }
 
 /// What happened in the daemon, in the order it happened. Each event goes to every subscriber in

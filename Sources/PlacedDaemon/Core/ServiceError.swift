@@ -9,7 +9,8 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
     case invalidLimit(Int, maximum: Int)
     case invalidPosition(latitude: Double, longitude: Double)
     case invalidAccuracy(latitude: Double, longitude: Double, accuracy: Double)
-    case permissionDenied(operation: String)
+    /// `operation` needs what `requirement` says: `root or membership of group placed`.
+    case permissionDenied(operation: String, requirement: String)
     case storeFailed(reason: String)
     case noPlaces
 
@@ -33,7 +34,7 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case let .invalidPosition(lat, lon):
             "invalid position \(lat),\(lon): latitude within ±90, longitude within ±180"
         case let .invalidAccuracy(_, _, a): "invalid accuracy \(a): a number of metres >= 0"
-        case let .permissionDenied(operation): "\(operation) needs root or membership of group placed"
+        case let .permissionDenied(operation, requirement): "\(operation) needs \(requirement)"
         case let .storeFailed(reason): reason
         case .noPlaces: "no places are loaded; import some with placectl import"
         }

@@ -13,6 +13,10 @@ final class BusAdapter: DaemonSubscriber {
     private unowned let service: PlacesService
     private let bus: Bus
     private let object: BusObject
+    /// Callers' credentials by unique name: the bus driver reports what it took when the connection
+    /// was made, and a unique name is never reused, so asking once per connection is asking enough.
+    private var callers: [String: Credentials] = [:]
+    private static let maximumCallers = 1024
 
     init(service: PlacesService, loop: EventLoop, address: Bus.Address) throws {
         self.service = service
@@ -32,7 +36,8 @@ final class BusAdapter: DaemonSubscriber {
             "GetPlaces", arguments: [BusArgument("limit", "u")], returns: [BusArgument("generation", "t"), places]
         ) { [unowned self] call in
             let limit = try call.arguments()[0].uint32!
-            let ranking = try serve { try service.current(limit: limit == 0 ? nil : Int(limit)) }
+            let caller = try credentials(of: call)
+            let ranking = try serve { try service.current(limit: limit == 0 ? nil : Int(limit), by: caller) }
             return [.uint64(ranking?.generation ?? 0), .dictionaries((ranking?.places ?? []).map(\.busRecord))]
         }
         object.addMethod(
@@ -44,22 +49,23 @@ final class BusAdapter: DaemonSubscriber {
         ) { [unowned self] call in
             let arguments = try call.arguments()
             let accuracy = arguments[2].double!, limit = arguments[3].uint32!
+            let caller = try credentials(of: call)
             let ranked = try serve {
                 try service.rank(
                     latitude: arguments[0].double!, longitude: arguments[1].double!,
-                    accuracy: accuracy.isNaN ? nil : accuracy, limit: limit == 0 ? nil : Int(limit))
+                    accuracy: accuracy.isNaN ? nil : accuracy, limit: limit == 0 ? nil : Int(limit), by: caller)
             }
             return [.dictionaries(ranked.map(\.busRecord))]
         }
         object.addMethod("Select", arguments: [BusArgument("id", "s")], returns: [BusArgument("marker", "a{sv}")]) {
             [unowned self] call in
             let id = try call.arguments()[0].string!
-            let caller = try call.credentials()
+            let caller = try credentials(of: call)
             let marker = try serve { try service.select(id: id, by: caller) }
             return [Record.marker(marker).bus]
         }
         object.addMethod("Refresh", arguments: [], returns: []) { [unowned self] call in
-            let caller = try call.credentials()
+            let caller = try credentials(of: call)
             try serve { try service.refresh(by: caller) }
             return []
         }
@@ -67,23 +73,33 @@ final class BusAdapter: DaemonSubscriber {
             "GetHistory", arguments: [BusArgument("limit", "u")], returns: [BusArgument("markers", "aa{sv}")]
         ) { [unowned self] call in
             let limit = try call.arguments()[0].uint32!
-            let markers = try serve { try service.history(limit: limit == 0 ? nil : Int(limit), before: nil) }
+            let caller = try credentials(of: call)
+            let markers = try serve {
+                try service.history(limit: limit == 0 ? nil : Int(limit), before: nil, by: caller)
+            }
             return [.dictionaries(markers.map { Record.marker($0).busDictionary })]
         }
         object.addSignal("PlacesChanged", arguments: [BusArgument("generation", "t"), places])
         object.addSignal("MarkerPlaced", arguments: [BusArgument("marker", "a{sv}")])
-        object.addProperty(Property.location, signature: "a{sv}") { [unowned self] in
-            service.location.map { Record.location($0, now: service.now).bus } ?? .dictionary([:])
+        object.addProperty(Property.location, signature: "a{sv}") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            return service.location.map { Record.location($0, now: service.now).bus } ?? .dictionary([:])
         }
-        object.addProperty(Property.generation, signature: "t") { [unowned self] in .uint64(service.generation) }
-        object.addProperty(Property.marker, signature: "a{sv}") { [unowned self] in
-            service.marker.map { Record.marker($0).bus } ?? .dictionary([:])
+        object.addProperty(Property.generation, signature: "t") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            return .uint64(service.generation)
         }
-        object.addProperty(Property.distanceFilter, signature: "d") { [unowned self] in
-            .double(service.distanceFilter)
+        object.addProperty(Property.marker, signature: "a{sv}") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            return service.marker.map { Record.marker($0).bus } ?? .dictionary([:])
         }
-        object.addProperty(Property.sourceState, signature: "s") { [unowned self] in
-            .string(service.sourceState.rawValue)
+        object.addProperty(Property.distanceFilter, signature: "d") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            return .double(service.distanceFilter)
+        }
+        object.addProperty(Property.sourceState, signature: "s") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            return .string(service.sourceState.rawValue)
         }
     }
 
@@ -94,6 +110,25 @@ final class BusAdapter: DaemonSubscriber {
         static let marker = "Marker"
         static let distanceFilter = "DistanceFilter"
         static let sourceState = "SourceState"
+    }
+
+    /// The caller of `call`, asked of the bus driver once per connection.
+    private func credentials(of call: BusMethodCall) throws(BusError) -> Credentials {
+        if let sender = call.sender, let known = callers[sender] { return known }
+        let credentials = try call.credentials()
+        if let sender = call.sender {
+            if callers.count >= Self.maximumCallers { callers = [:] }
+            callers[sender] = credentials
+        }
+        return credentials
+    }
+
+    /// A `Get`/`GetAll` shows state only to a reader; an announcement (no call) goes where the bus
+    /// policy lets placed's signals go.
+    private func authorizeReading(_ call: BusMethodCall?) throws(BusError) {
+        guard let call else { return }
+        let caller = try credentials(of: call)
+        try serve { try service.authorize(caller, to: .read, "reading \(Self.name) properties") }
     }
 
     /// Runs a daemon operation, turning its named error into the D-Bus error of the same name.

@@ -46,10 +46,14 @@ public struct Configuration: Sendable, Equatable {
     public var selectionsPath: String?
     /// How many of the newest rankings a selection may come from.
     public var selectionGenerations = 3
-    /// Members of this group (and root) may Select and Refresh.
+    /// Members of this group (and root) may Select and Refresh, and read.
     public var writerGroup = "placed"
+    /// Members of this group may read: the location, the rankings, the history, the markers.
+    public var readerGroup = "placed-read"
     public var socketPath = "/run/placed/io.placed.Places"
     public var bus: Bus = .system
+    /// The least important messages logged: moves and rankings are `debug`.
+    public var logLevel: LogPriority = .info
     public var configFile = "/etc/placed/placed.conf"
 
     public init() {}

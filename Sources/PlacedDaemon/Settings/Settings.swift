@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -140,6 +141,14 @@ public enum Settings {
             c.writerGroup = text
         },
         Setting(
+            section: "Interfaces", key: "ReaderGroup", flag: nil, placeholder: "",
+            help: "members of this group may read the location, rankings, history and markers", reload: .applied,
+            value: { $0.readerGroup }
+        ) { text, _, c throws(SettingError) in
+            guard !text.isEmpty else { throw .plain("must name a group") }
+            c.readerGroup = text
+        },
+        Setting(
             section: "Interfaces", key: "Bus", flag: "--bus", placeholder: "system|session|none",
             help: "D-Bus to serve on", reload: .restart, value: { $0.bus.rawValue }
         ) { text, _, c throws(SettingError) in
@@ -151,6 +160,14 @@ public enum Settings {
             reload: .restart, value: { $0.socketPath }
         ) { text, origin, c throws(SettingError) in
             c.socketPath = try path(text, origin)
+        },
+        Setting(
+            section: "Logging", key: "LogLevel", flag: "--log-level", placeholder: "LEVEL",
+            help: "err, warning, notice, info or debug (each move and ranking)", reload: .applied,
+            value: { $0.logLevel.name }
+        ) { text, _, c throws(SettingError) in
+            guard let level = LogPriority(name: text) else { throw .mustBe("err, warning, notice, info or debug") }
+            c.logLevel = level
         },
     ]
 

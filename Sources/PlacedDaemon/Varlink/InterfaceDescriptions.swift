@@ -73,7 +73,8 @@ enum InterfaceDescriptions {
         error NotInRanking (id: string)
         error InvalidLimit (limit: int, maximum: int)
         error InvalidPosition (latitude: float, longitude: float, accuracy: ?float)
-        error PermissionDenied ()
+        # Reading needs root or the groups placed or placed-read; Select and Refresh root or group placed.
+        error PermissionDenied (operation: string, requirement: string)
         error StoreFailed (reason: string)
         error NoPlaces ()
         error MessageTooLarge (limit: int)

@@ -26,7 +26,9 @@ final class VarlinkAdapter: DaemonSubscriber {
             errorInterface: Self.interfaceName)
         switch listener {
         case .path(let path):
-            server = try VarlinkServer(loop: loop, path: path, mode: 0o660, configuration: configuration)
+            // Anyone may connect, as to systemd's own varlink services: placed checks each peer's
+            // credentials (SO_PEERCRED) and answers the others PermissionDenied by name.
+            server = try VarlinkServer(loop: loop, path: path, mode: 0o666, configuration: configuration)
         case .passed(let socket):
             server = try VarlinkServer(loop: loop, listening: socket.fd, configuration: configuration)
         }
@@ -68,14 +70,15 @@ final class VarlinkAdapter: DaemonSubscriber {
             switch call.member {
             case "Current":
                 try call.rejectUnknownParameters(allowing: ["limit"])
-                let ranking = try service.current(limit: try call.optional("limit", \.int))
+                let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
                 try call.reply(rankingParameters(ranking, places: true))
             case "Rank":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit"])
                 let places = try service.rank(
                     latitude: try call.required("latitude", \.double),
                     longitude: try call.required("longitude", \.double),
-                    accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int))
+                    accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
+                    by: call.credentials)
                 try call.reply(["places": .array(places.map { Record.place($0).json })])
             case "Select":
                 try call.rejectUnknownParameters(allowing: ["id"])
@@ -88,16 +91,18 @@ final class VarlinkAdapter: DaemonSubscriber {
             case "History":
                 try call.rejectUnknownParameters(allowing: ["limit", "before"])
                 let markers = try service.history(
-                    limit: try call.optional("limit", \.int), before: try call.optional("before", \.int).map(Int64.init)
-                )
+                    limit: try call.optional("limit", \.int),
+                    before: try call.optional("before", \.int).map(Int64.init),
+                    by: call.credentials)
                 try call.reply(["markers": .array(markers.map { Record.marker($0).json })])
             case "Status":
                 try call.rejectUnknownParameters(allowing: [])
+                try service.authorize(call.credentials, to: .read, "Status")
                 try call.reply(statusParameters())
             case "Watch":
                 try call.rejectUnknownParameters(allowing: [])
                 try call.requireMore()
-                var first = rankingParameters(try service.current(limit: nil), places: true)
+                var first = rankingParameters(try service.current(limit: nil, by: call.credentials), places: true)
                 if let marker = service.marker { first["marker"] = Record.marker(marker).json }
                 try call.reply(first, continues: true)
             default:
@@ -139,7 +144,9 @@ final class VarlinkAdapter: DaemonSubscriber {
         case let .invalidAccuracy(lat, lon, accuracy):
             ["latitude": .finite(lat), "longitude": .finite(lon), "accuracy": .finite(accuracy)]
         case let .storeFailed(reason): ["reason": .string(reason)]
-        case .permissionDenied, .noPlaces: [:]
+        case let .permissionDenied(operation, requirement):
+            ["operation": .string(operation), "requirement": .string(requirement)]
+        case .noPlaces: [:]
         }
     }
 
