@@ -297,7 +297,7 @@ struct VisitSampler {
     }
 
     /// Uniform inside an area's outline; uniform within `Visit.pointPremises` of a point.
-    private func position(inside place: Place, _ rng: inout SplitMix64) -> Coordinate {
+    func position(inside place: Place, _ rng: inout SplitMix64) -> Coordinate {
         if place.area > 0, let bounds = place.bounds, let outline = place.outline, outline.count >= 4 {
             for _ in 0..<10_000 {
                 let c = Coordinate(
