@@ -288,7 +288,13 @@ private func routine(_ world: LearnWorld, _ options: LearnOptions) throws {
         "one-off visits where learning changed the top place: better \(oneOffs.gained), worse \(oneOffs.lost) "
             + "(of those > 30 m from every regular place: better \(scores.groups[2].gained), worse \(scores.groups[2].lost))"
     )
-    print("routine calibration with learning: ECE top-1 \(reliability.topExpectedError.formatted(decimals: 4))")
+    print(
+        "routine calibration with learning: ECE top-1 \(reliability.topExpectedError.formatted(decimals: 4)); "
+            + "reliability (bin: visits, likelihood, hit rate): "
+            + reliability.top.enumerated().map {
+                "\($0.offset): \($0.element.count) \($0.element.meanLikelihood) \($0.element.hitRate)"
+            }
+            .joined(separator: ", "))
 }
 
 /// A place the person has not been to: near one of `around` (within 400 m) when given, else anywhere.
