@@ -16,7 +16,7 @@ public struct Fix: Sendable, Equatable {
     public var receivedAt: UInt64
     public var coordinate: Coordinate
     public var mode: FixMode
-    /// 1-sigma horizontal error in metres.
+    /// 1-sigma horizontal error per axis in metres (the core's unit; interfaces state `radius95`).
     public var accuracy: Double?
     public var altitude: Double?
     /// Metres per second over ground.
@@ -38,9 +38,25 @@ public struct Fix: Sendable, Equatable {
         self.heading = heading
     }
 
-    /// gpsd's `eph` is a 95 % horizontal radius; for a circular normal error that is 2.448 σ.
-    public static func sigma(fromEPH eph: Double) -> Double { eph / ephPerSigma }
-    /// The 95 % radius of an error of `sigma` per axis.
-    public static func eph(fromSigma sigma: Double) -> Double { sigma * ephPerSigma }
-    static let ephPerSigma = 2.448
+}
+
+/// The one accuracy convention (DESIGN.md, "Accuracy"): every public interface states the radius in metres
+/// that holds 95 % of fixes, as gpsd's `eph` and the W3C Geolocation API do; the core works in σ per axis.
+/// For a circular normal error the 95 % radius is √(−2 ln 0.05) σ = 2.448 σ. Every conversion goes
+/// through here.
+extension Fix {
+    /// 95 % radius / σ.
+    public static let radius95PerSigma = 2.448
+
+    /// σ per axis for a stated 95 % radius (an interface's `accuracy`, `--static`, `StaticPosition=`).
+    public static func sigma(fromRadius95 radius: Double) -> Double { radius / radius95PerSigma }
+
+    /// gpsd's `eph` is a 95 % horizontal radius.
+    public static func sigma(fromEPH eph: Double) -> Double { sigma(fromRadius95: eph) }
+
+    /// The 95 % radius an interface states for σ per axis.
+    public static func radius95(fromSigma sigma: Double) -> Double { sigma * radius95PerSigma }
+
+    /// This fix's accuracy as interfaces state it: the 95 % radius in metres, nil when unknown.
+    public var radius95: Double? { accuracy.map(Self.radius95(fromSigma:)) }
 }

@@ -22,7 +22,10 @@ public struct RankingModel: Sendable, Equatable {
     public var kinds: [String: KindPrior]
     /// For a kind found neither way.
     public var otherKinds: KindPrior
-    /// β: a place selected n times before has its weight multiplied by (1 + n)^β.
+    /// β: a place selected n times before, anywhere, has its weight multiplied by (1 + n)^β. 0 by
+    /// default: learning from picks where they were made (`PickMemory`) replaces it. On top of it, a
+    /// global prior changed rankings far from every pick, cost one-off visits and calibration
+    /// (`placed-bench learn --global-exponent 0.3`, WIRING.md).
     public var selectionExponent: Double
     /// Weight of "none of these" for a device at rest.
     public var noneWeightAtRest: Double
@@ -40,7 +43,7 @@ public struct RankingModel: Sendable, Equatable {
     public init(
         kinds: [String: KindPrior] = RankingModel.standardKinds,
         otherKinds: KindPrior = KindPrior(weight: 1),
-        selectionExponent: Double = 0.7,
+        selectionExponent: Double = 0,
         noneWeightAtRest: Double = 1,
         noneSpeedScale: Double = 2,
         defaultAccuracy: Double = 25,

@@ -10,13 +10,19 @@ public struct Marker: Sendable, Equatable {
     public var time: Double
     /// The ranking generation the place was picked from.
     public var generation: UInt64
+    /// Made by `AutoSelect=` at a visit, not by a person or a client.
+    public var automatic: Bool
 
-    public init(selection: Int64 = 0, place: RankedPlace, location: Fix, time: Double, generation: UInt64) {
+    public init(
+        selection: Int64 = 0, place: RankedPlace, location: Fix, time: Double, generation: UInt64,
+        automatic: Bool = false
+    ) {
         self.selection = selection
         self.place = place
         self.location = location
         self.time = time
         self.generation = generation
+        self.automatic = automatic
     }
 }
 

@@ -59,13 +59,12 @@ public final class PlaceCatalog {
         return found
     }
 
-    /// The one way places are ranked, for moves, what-if queries and the benchmarks alike: the
-    /// candidates within the fix's search radius, priors from the selection counts.
-    public func rank(_ fix: Fix, with ranker: Ranker, selectionCounts: [String: Int] = [:], limit: Int)
-        throws -> Ranking
-    {
+    /// The one way places are ranked, for moves, visits, what-if queries and the benchmarks alike:
+    /// the candidates within the fix's search radius, the spatial model, then the picks made near the
+    /// fix (`now`: wall-clock seconds, for the picks' age).
+    public func rank(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws -> Ranking {
         let candidates = try candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
-        return try ranker.rank(fix: fix, candidates: candidates, selectionCounts: selectionCounts, limit: limit)
+        return try ranker.rank(fix: fix, candidates: candidates, picks: picks, now: now, limit: limit)
     }
 
     public func contains(id: String) -> Bool {

@@ -58,16 +58,25 @@ public final class SelectionLog {
             speed REAL,
             heading REAL,
             altitude REAL,
-            mode INTEGER NOT NULL
+            mode INTEGER NOT NULL,
+            automatic INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX IF NOT EXISTS selections_place ON selections(place_id);
         """
 
-    static let columns = "id, " + insertedColumns
-    static let insertedColumns = """
+    /// Added after the first release: a log written before it gets the column, 0 for its rows.
+    static let automaticColumn = "ALTER TABLE selections ADD COLUMN automatic INTEGER NOT NULL DEFAULT 0"
+
+    static let firstColumns = """
         time, generation, place_id, place_name, place_kind, place_address, place_latitude,
         place_longitude, distance, likelihood, latitude, longitude, accuracy, speed, heading, altitude, mode
         """
+    static let insertedColumns = firstColumns + ", automatic"
+
+    /// What `marker(from:)` reads; a log that could only be opened for reading may predate `automatic`.
+    static func columns(hasAutomatic: Bool) -> String {
+        "id, " + firstColumns + (hasAutomatic ? ", automatic" : ", 0")
+    }
 
     /// `busyTimeout`: milliseconds to wait for another writer (placectl, a backup) before failing.
     ///
@@ -112,6 +121,8 @@ public final class SelectionLog {
         let insert: Statement
         let history: Statement
         let counts: [String: Int]
+        /// Whether the table has the `automatic` column (every log opened for writing has).
+        let hasAutomatic: Bool
 
         var isReadOnly: Bool { database.isReadOnly }
 
@@ -146,11 +157,14 @@ public final class SelectionLog {
         private init(_ database: Database, path: String) throws(SelectionLogError) {
             self.database = database
             do {
+                hasAutomatic = try SelectionLog.hasAutomaticColumn(database)
+                // A read-only log without the column prepares the insert it can never run without it.
                 insert = try database.prepare(
-                    "INSERT INTO selections(\(SelectionLog.insertedColumns))"
-                        + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                    "INSERT INTO selections(\(hasAutomatic ? SelectionLog.insertedColumns : SelectionLog.firstColumns))"
+                        + " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?\(hasAutomatic ? ",?" : ""))")
                 history = try database.prepare(
-                    "SELECT \(SelectionLog.columns) FROM selections WHERE id < ? ORDER BY id DESC LIMIT ?")
+                    "SELECT \(SelectionLog.columns(hasAutomatic: hasAutomatic)) FROM selections"
+                        + " WHERE id < ? ORDER BY id DESC LIMIT ?")
                 let count = try database.prepare("SELECT place_id, count(*) FROM selections GROUP BY place_id")
                 var counts: [String: Int] = [:]
                 while try count.step() {
@@ -169,7 +183,16 @@ public final class SelectionLog {
         try database.execute("PRAGMA journal_mode=WAL")
         try database.execute("PRAGMA synchronous=FULL")
         try database.execute(Self.schema)
+        if try !hasAutomaticColumn(database) { try database.execute(automaticColumn) }
         return database
+    }
+
+    static func hasAutomaticColumn(_ database: Database) throws(SQLiteError) -> Bool {
+        let columns = try database.prepare("PRAGMA table_info(selections)")
+        while try columns.step() {
+            if columns.text(at: 1) == "automatic" { return true }
+        }
+        return false
     }
 
     /// On read-only media a WAL database without its -shm file (closed cleanly) opens only as immutable:
@@ -211,6 +234,8 @@ public final class SelectionLog {
             try insert.bind(fix.heading, at: 15)
             try insert.bind(fix.altitude, at: 16)
             try insert.bind(Int64(fix.mode.rawValue), at: 17)
+            // Without the column the log is read-only (a writer adds it), so this insert fails anyway.
+            if connection.hasAutomatic { try insert.bind(Int64(marker.automatic ? 1 : 0), at: 18) }
             _ = try insert.step()
         } catch {
             throw SelectionLogError(error, path: path)
@@ -263,6 +288,28 @@ public final class SelectionLog {
         return Marker(
             selection: row.int64(at: 0),
             place: RankedPlace(place: place, distance: row.double(at: 9), likelihood: row.double(at: 10)),
-            location: fix, time: row.double(at: 1), generation: UInt64(bitPattern: row.int64(at: 2)))
+            location: fix, time: row.double(at: 1), generation: UInt64(bitPattern: row.int64(at: 2)),
+            automatic: row.int64(at: 18) != 0)
+    }
+
+    /// Every selection as learning needs it (place, where, how accurately, when), oldest first: read once
+    /// at start to build the `PickMemory`, then kept current by appending each new marker's `Pick`.
+    public func picks() throws(SelectionLogError) -> [Pick] {
+        let connection = try open()
+        do {
+            let query = try connection.database.prepare(
+                "SELECT place_id, latitude, longitude, accuracy, time FROM selections ORDER BY id")
+            var picks: [Pick] = []
+            while try query.step() {
+                picks.append(
+                    Pick(
+                        placeID: query.text(at: 0) ?? "",
+                        coordinate: Coordinate(latitude: query.double(at: 1), longitude: query.double(at: 2)),
+                        accuracy: query.isNull(at: 3) ? nil : query.double(at: 3), time: query.double(at: 4)))
+            }
+            return picks
+        } catch {
+            throw SelectionLogError(error, path: path)
+        }
     }
 }

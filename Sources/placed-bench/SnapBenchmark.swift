@@ -59,7 +59,8 @@ func snapBenchmark(_ arguments: [String]) throws {
                 let candidates = try catalog.catalog.candidates(
                     within: ranker.searchRadius(for: fix), of: fix.coordinate)
                 scores.ranker.score(
-                    try catalog.catalog.rank(fix, with: ranker, limit: Ranker.defaultLimit).places.map(\.place.id),
+                    try catalog.catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: Ranker.defaultLimit)
+                        .places.map(\.place.id),
                     truth: truth)
                 scores.oracle.score(
                     try oracle.rank(fix: fix, candidates: candidates).places.map(\.place.id), truth: truth)
@@ -103,7 +104,8 @@ func goalSpread(places: [Place], catalog: PlaceCatalog, ranker: Ranker, options:
             let fix = visit.fix(sigma: sigma, &rng)
             let truth = places[visit.place].id
             ranked.score(
-                try catalog.rank(fix, with: ranker, limit: Ranker.defaultLimit).places.map(\.place.id), truth: truth)
+                try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: Ranker.defaultLimit).places.map(
+                    \.place.id), truth: truth)
             nearest.score(Baselines.nearest(to: fix, in: places), truth: truth)
         }
         top5.append(ranked.rate(ranked.top5))
@@ -302,7 +304,7 @@ struct VisitSampler {
     }
 
     /// Uniform inside an area's outline; uniform within `Visit.pointPremises` of a point.
-    private func position(inside place: Place, _ rng: inout SplitMix64) -> Coordinate {
+    func position(inside place: Place, _ rng: inout SplitMix64) -> Coordinate {
         if place.area > 0, let bounds = place.bounds, let outline = place.outline, outline.count >= 4 {
             for _ in 0..<10_000 {
                 let c = Coordinate(
@@ -407,7 +409,7 @@ func timeRanking(places: [Place], catalog: PlaceCatalog, ranker: Ranker, label: 
         var listed = 0
         for fix in fixes {
             let start = BenchClock.now()
-            let ranking = try catalog.rank(fix, with: ranker, limit: Ranker.defaultLimit)
+            let ranking = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: Ranker.defaultLimit)
             microseconds.append(BenchClock.microseconds(since: start))
             candidates += try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate).count
             listed += ranking.places.count

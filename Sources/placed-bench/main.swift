@@ -11,6 +11,11 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
     ("index", "within-250 m query p50/p99: packed kd-tree beside SQLite R*Tree, 1 M and 5 M places", runIndexBenchmark),
     ("load", "start-up: open + load 1 M places (ms, RSS) in a fresh process", runLoadBenchmark),
     ("json", "JSON encode/parse of a 20-place Watch reply beside Foundation", jsonBenchmark),
+    ("visits", "visit detection on generated drives: recall, precision, delay to VisitStarted", visitBenchmark),
+    (
+        "learn", "learning from picks: picks-to-first, routine month, calibration, time with 10,000 picks",
+        learnBenchmark
+    ),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

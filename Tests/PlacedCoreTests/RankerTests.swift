@@ -227,8 +227,8 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
         }
     }
 
-    @Test func aPlaceSelectedBeforeRises() throws {
-        let ranker = try Ranker()
+    @Test func aPlaceSelectedBeforeRisesUnderAGlobalCountPrior() throws {
+        let ranker = try Ranker(model: RankingModel(selectionExponent: 0.7))
         let places = [point("a", "amenity=cafe", east: 6), point("b", "amenity=cafe", east: -9)]
         let before = try ranker.rank(fix: fix(), candidates: places)
         #expect(before.places.map(\.place.id) == ["a", "b"])
@@ -242,6 +242,11 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
         // Enough history overtakes the nearer twin.
         let loyal = try ranker.rank(fix: fix(), candidates: places, selectionCounts: ["b": 20])
         #expect(loyal.places.first?.place.id == "b")
+        // The standard model has no global prior: counts made anywhere change nothing here.
+        let standard = try Ranker()
+        #expect(
+            try standard.rank(fix: fix(), candidates: places, selectionCounts: ["b": 20])
+                == standard.rank(fix: fix(), candidates: places))
     }
 
     @Test func fasterSpeedLowersTheTotal() throws {

@@ -96,6 +96,71 @@ private func marker(_ id: String, generation: UInt64 = 1) -> Marker {
         #expect(Database.uri("/tmp/a b?c#d%e/é.db") == "file:/tmp/a%20b%3Fc%23d%25e/%C3%A9.db")
     }
 
+    @Test func picksAreEverySelectionOldestFirstWithItsFixAndTime() throws {
+        let log = try SelectionLog(path: temporaryDirectory() + "/selections.db")
+        #expect(try log.picks().isEmpty)
+        _ = try log.append(marker("osm:node/1"))
+        var second = marker("osm:node/2")
+        second.location.accuracy = nil
+        second.time += 60
+        _ = try log.append(second)
+        let picks = try log.picks()
+        #expect(picks.map(\.placeID) == ["osm:node/1", "osm:node/2"])
+        #expect(picks[0] == Pick(marker("osm:node/1")))
+        #expect(picks[1].accuracy == nil && picks[1].time == marker("x").time + 60)
+        #expect(picks[1].coordinate == Coordinate(latitude: 60.1701, longitude: 24.9402))
+    }
+
+    @Test func anAutomaticSelectionIsMarkedSo() throws {
+        let path = temporaryDirectory() + "/selections.db"
+        do {
+            let log = try SelectionLog(path: path)
+            var automatic = marker("osm:node/1")
+            automatic.automatic = true
+            #expect(try log.append(automatic).automatic)
+            _ = try log.append(marker("osm:node/2"))
+        }
+        let history = try SelectionLog(path: path).history(limit: 5)
+        #expect(history.map(\.automatic) == [false, true])
+    }
+
+    @Test func aLogWrittenBeforeAutomaticSelectionsGainsTheColumnAndKeepsItsRows() throws {
+        let path = temporaryDirectory() + "/selections.db"
+        do {
+            // The schema as the first release wrote it, with one row.
+            let old = try Database(path: path)
+            try old.execute(
+                """
+                CREATE TABLE selections(
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, generation INTEGER NOT NULL,
+                    place_id TEXT NOT NULL, place_name TEXT NOT NULL, place_kind TEXT NOT NULL, place_address TEXT,
+                    place_latitude REAL NOT NULL, place_longitude REAL NOT NULL, distance REAL NOT NULL,
+                    likelihood REAL NOT NULL, latitude REAL NOT NULL, longitude REAL NOT NULL, accuracy REAL,
+                    speed REAL, heading REAL, altitude REAL, mode INTEGER NOT NULL);
+                INSERT INTO selections(time, generation, place_id, place_name, place_kind, place_latitude,
+                    place_longitude, distance, likelihood, latitude, longitude, accuracy, mode)
+                    VALUES(1795955188.25, 4, 'osm:node/9', 'Old', 'amenity=cafe', 60.17, 24.94, 3, 0.5,
+                    60.1701, 24.9402, 4.5, 3);
+                """)
+            // Read as a log that could only be opened for reading would read it.
+            let query = try old.prepare(
+                "SELECT \(SelectionLog.columns(hasAutomatic: false)) FROM selections ORDER BY id")
+            #expect(try query.step())
+            let read = SelectionLog.marker(from: query)
+            #expect(read.place.place.id == "osm:node/9" && !read.automatic && read.generation == 4)
+        }
+        let log = try SelectionLog(path: path)
+        #expect(try log.last()?.place.place.id == "osm:node/9")
+        #expect(try log.last()?.automatic == false)
+        #expect(log.counts == ["osm:node/9": 1])
+        var automatic = marker("osm:node/1")
+        automatic.automatic = true
+        _ = try log.append(automatic)
+        #expect(try log.history(limit: 5).map(\.automatic) == [true, false])
+        #expect(try log.picks().map(\.placeID) == ["osm:node/9", "osm:node/1"])
+        #expect(try SelectionLog.hasAutomaticColumn(Database(path: path, mode: .readOnly)))
+    }
+
     @Test func unopenablePathIsANamedError() {
         #expect(throws: SelectionLogError.self) { try SelectionLog(path: "/nonexistent-dir/x/selections.db") }
     }

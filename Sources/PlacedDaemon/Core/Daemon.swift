@@ -20,6 +20,8 @@ public final class Daemon: PlacesService, LocationSink {
     private var history: RankingHistory
     private var catalog: PlaceCatalog?
     private let selections: SelectionLog
+    /// The picks made so far, where they were made: the evidence every ranking learns from.
+    private var picks: PickMemory
     private var writerGroup: UInt32?
     private var readerGroup: UInt32?
     private var subscribers: [DaemonSubscriber] = []
@@ -49,6 +51,7 @@ public final class Daemon: PlacesService, LocationSink {
         }
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
+        picks = try PickMemory(settings: configuration.learningSettings, picks: selections.picks())
         if selections.isReadOnly {
             Log.warning(
                 "selection log \(selections.path) is read-only: selections are refused until it is writable")
@@ -102,7 +105,7 @@ public final class Daemon: PlacesService, LocationSink {
         let ranking: Ranking
         do {
             ranking = try catalog.rank(
-                fix, with: ranker, selectionCounts: selections.counts, limit: Ranker.maximumLimit)
+                fix, with: ranker, picks: picks, now: Self.wallClock(), limit: Ranker.maximumLimit)
         } catch {
             Log.warning("ranking failed at \(fix.coordinate): \(error)")
             return
@@ -157,7 +160,7 @@ public final class Daemon: PlacesService, LocationSink {
         }
         guard let catalog else { throw .noPlaces }
         do {
-            return try catalog.rank(fix, with: ranker, selectionCounts: selections.counts, limit: limit).places
+            return try catalog.rank(fix, with: ranker, picks: picks, now: Self.wallClock(), limit: limit).places
         } catch let error as RankingError {
             throw ServiceError(error, at: coordinate)
         } catch {
@@ -184,6 +187,7 @@ public final class Daemon: PlacesService, LocationSink {
             throw .storeFailed(reason: "the selection was not recorded: \(error)")
         }
         marker = recorded
+        picks.append(Pick(recorded))
         emit(.markerPlaced(recorded))
         return recorded
     }
@@ -230,6 +234,14 @@ public final class Daemon: PlacesService, LocationSink {
         if new.distanceFilter != old.distanceFilter, (try? filter.setThreshold(new.distanceFilter)) != nil {
             Log.info("distance filter now \(new.distanceFilter.formatted(decimals: 1)) m")
             emit(.distanceFilterChanged(new.distanceFilter))
+        }
+        if new.learningSettings != old.learningSettings {
+            do {
+                picks = try PickMemory(settings: new.learningSettings, picks: selections.picks())
+                Log.info("learning: \(new.learningSettings)")
+            } catch {
+                Log.error("cannot apply the new learning settings: \(error)")
+            }
         }
         if new.writerGroup != old.writerGroup || new.readerGroup != old.readerGroup {
             writerGroup = UserDatabase.groupID(named: new.writerGroup)

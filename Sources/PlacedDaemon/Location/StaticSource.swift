@@ -22,7 +22,7 @@ final class StaticSource: LocationSource {
         // A report states its error as gpsd does, a 95 % radius: the gate turns it back into σ.
         let report = TPVReport(
             time: nil, mode: FixMode.twoD.rawValue, latitude: coordinate.latitude, longitude: coordinate.longitude,
-            eph: Fix.eph(fromSigma: accuracy))
+            eph: Fix.radius95(fromSigma: accuracy))
         delivery = try? loop.onNextIteration { [unowned self, weak sink] in
             sink?.receive(report, at: loop.now)
             delivery = nil

@@ -52,11 +52,29 @@ public struct Configuration: Sendable, Equatable {
     public var readerGroup = "placed-read"
     public var socketPath = "/run/placed/io.placed.Places"
     public var bus: Bus = .system
+    /// Days after which a pick counts half.
+    public var learningHalfLife: Double = LearningSettings.defaultHalfLife / 86_400
+    /// α: the pseudo-count of the spatial model against the picks made near a fix.
+    public var learningStrength: Double = LearningSettings.defaultStrength
+    /// Metres and seconds a device stays for a visit.
+    public var dwellRadius: Double = VisitSettings.standard.radius
+    public var dwellTime: Double = VisitSettings.standard.dwellTime
+    /// Select a visit's top place once its likelihood reaches this; nil: never.
+    public var autoSelect: Double?
     /// The least important messages logged: moves and rankings are `debug`.
     public var logLevel: LogPriority = .info
     public var configFile = "/etc/placed/placed.conf"
 
     public init() {}
+
+    public var learningSettings: LearningSettings {
+        LearningSettings(halfLife: learningHalfLife * 86_400, strength: learningStrength)
+    }
+
+    /// Visits end a forming stay after a silence as long as the one that makes gpsd count as gone.
+    public var visitSettings: VisitSettings {
+        VisitSettings(radius: dwellRadius, dwellTime: dwellTime, gapLimit: gpsdTimeout)
+    }
 
     /// `HOST:PORT`, an IPv6 host in brackets, as `--gpsd` and `GPSD=` take it.
     public var gpsdEndpoint: String {

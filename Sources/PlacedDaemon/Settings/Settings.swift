@@ -133,6 +133,51 @@ public enum Settings {
             c.selectionGenerations = n
         },
         Setting(
+            section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
+            help: "days after which a pick counts half", reload: .applied,
+            value: { Configuration.text(of: $0.learningHalfLife) }
+        ) { text, _, c throws(SettingError) in
+            c.learningHalfLife = try number(text, in: LearningSettings.halfLifeRange.scaled(by: 1 / 86_400))
+        },
+        Setting(
+            section: "Learning", key: "LearningStrength", flag: nil, placeholder: "",
+            help: "pseudo-count of the spatial model against the picks made near a fix", reload: .applied,
+            value: { Configuration.text(of: $0.learningStrength) }
+        ) { text, _, c throws(SettingError) in
+            c.learningStrength = try number(text, in: LearningSettings.strengthRange)
+        },
+        Setting(
+            section: "Visits", key: "DwellRadius", flag: nil, placeholder: "",
+            help: "metres the device stays within for a visit", reload: .applied,
+            value: { Configuration.text(of: $0.dwellRadius) }
+        ) { text, _, c throws(SettingError) in
+            c.dwellRadius = try number(text, in: VisitSettings.radiusRange)
+        },
+        Setting(
+            section: "Visits", key: "DwellTime", flag: nil, placeholder: "",
+            help: "seconds the device stays before a visit starts", reload: .applied,
+            value: { Configuration.text(of: $0.dwellTime) }
+        ) { text, _, c throws(SettingError) in
+            c.dwellTime = try number(text, in: VisitSettings.dwellTimeRange)
+        },
+        Setting(
+            section: "Visits", key: "AutoSelect", flag: nil, placeholder: "",
+            help: "no, or the likelihood at which a visit's top place is selected", reload: .applied,
+            value: { $0.autoSelect.map(Configuration.text(of:)) ?? "no" }
+        ) { text, _, c throws(SettingError) in
+            if ["no", "off", "false"].contains(text) {
+                c.autoSelect = nil
+                return
+            }
+            let range = VisitPlaceTracker.thresholdRange
+            guard let threshold = Double(text), range.contains(threshold) else {
+                throw .mustBe(
+                    "no, or a likelihood from \(Configuration.text(of: range.lowerBound)) to "
+                        + "\(Configuration.text(of: range.upperBound))")
+            }
+            c.autoSelect = threshold
+        },
+        Setting(
             section: "Interfaces", key: "WriterGroup", flag: nil, placeholder: "",
             help: "members of this group (and root) may Select and Refresh", reload: .applied,
             value: { $0.writerGroup }
@@ -186,6 +231,16 @@ public enum Settings {
         return number
     }
 
+    /// A finite number within `range`.
+    static func number(_ text: String, in range: ClosedRange<Double>) throws(SettingError) -> Double {
+        guard let number = Double(text), number.isFinite, range.contains(number) else {
+            throw .expects(
+                "a number from \(Configuration.text(of: range.lowerBound)) to \(Configuration.text(of: range.upperBound))"
+            )
+        }
+        return number
+    }
+
     /// A path from a flag, made absolute against the working directory now, as the files require
     /// their paths to be: what placed logs and `--check-config` prints then names one file.
     static func path(_ text: String, _ origin: SettingOrigin) throws(SettingError) -> String {
@@ -233,4 +288,9 @@ public enum Settings {
         }
         return Configuration.StaticPosition(coordinate: coordinate, accuracy: accuracy)
     }
+}
+
+extension ClosedRange<Double> {
+    /// The range in other units: seconds as days.
+    fileprivate func scaled(by factor: Double) -> ClosedRange<Double> { (lowerBound * factor)...(upperBound * factor) }
 }

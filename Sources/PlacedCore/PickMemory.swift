@@ -1,0 +1,298 @@
+#if canImport(Glibc)
+    import Glibc  // libm: exp2
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A past selection as learning sees it: which place, where the device was, and when.
+public struct Pick: Sendable, Equatable {
+    public var placeID: String
+    /// The fix the selection was made at.
+    public var coordinate: Coordinate
+    /// σ per axis of that fix in metres (`Fix.accuracy`); nil when it stated none.
+    public var accuracy: Double?
+    /// Wall-clock seconds since the Unix epoch.
+    public var time: Double
+
+    public init(placeID: String, coordinate: Coordinate, accuracy: Double?, time: Double) {
+        self.placeID = placeID
+        self.coordinate = coordinate
+        self.accuracy = accuracy
+        self.time = time
+    }
+
+    /// The pick a marker stands for.
+    public init(_ marker: Marker) {
+        self.init(
+            placeID: marker.place.place.id, coordinate: marker.location.coordinate,
+            accuracy: marker.location.accuracy, time: marker.time)
+    }
+}
+
+/// How picks become evidence (DESIGN.md, "Learning from picks").
+public struct LearningSettings: Sendable, Equatable {
+    /// Seconds after which a pick counts half (`LearningHalfLife=`).
+    public var halfLife: Double
+    /// α, the pseudo-count of the spatial model against the picks (`LearningStrength=`): the weakest
+    /// prior of the ladder (see `Ranker`), the one that holds where the picks keep contradicting the model.
+    /// A pick made at this very spot moments ago counts 1.
+    public var strength: Double
+    /// Picks within max(minimum, perRadius95 × the fix's 95 % radius), at most `maximumNeighbourhood`
+    /// metres, are the evidence for a fix.
+    public var minimumNeighbourhood: Double
+    public var neighbourhoodPerRadius95: Double
+    /// Picks farther than this never change a ranking, whatever the fix's accuracy.
+    public var maximumNeighbourhood: Double
+    /// At most this many of the nearest picks count: beyond a few dozen the prior no longer matters,
+    /// and a device that picked thousands of times at one spot ranks as fast as any other.
+    public var maximumNeighbours: Int
+    /// Width of a pick's kernel relative to the spread of two fixes taken at one place (see `Ranker`).
+    public var kernelScale: Double
+    /// Stronger priors weighed against `strength` by how well each explains the picks near a fix (see
+    /// `Ranker`): strength × ladderRatio^k for k = 1 ... ladderSteps, sharing `ladderBelief` of the
+    /// prior belief, `strength` itself holding the rest.
+    public var ladderSteps: Int
+    public var ladderRatio: Double
+    public var ladderBelief: Double
+
+    public static let defaultHalfLife = 90 * 86_400.0
+    /// With the default ladder, kernel and neighbourhood, tuned on `placed-bench learn --seed 1` (seed 2
+    /// held out): the largest α at which one pick puts a place ranked 2 to 5 first at over 95 % of spots.
+    public static let defaultStrength = 0.7
+    /// What `LearningHalfLife=` and `LearningStrength=` accept.
+    public static let halfLifeRange = 86_400.0...(3_650 * 86_400.0)
+    public static let strengthRange = 0.1...100.0
+
+    public init(
+        halfLife: Double = LearningSettings.defaultHalfLife, strength: Double = LearningSettings.defaultStrength,
+        minimumNeighbourhood: Double = 40, neighbourhoodPerRadius95: Double = 2, maximumNeighbourhood: Double = 150,
+        maximumNeighbours: Int = 32, kernelScale: Double = 0.85, ladderSteps: Int = 4, ladderRatio: Double = 4,
+        ladderBelief: Double = 0.2
+    ) {
+        self.halfLife = halfLife
+        self.strength = strength
+        self.minimumNeighbourhood = minimumNeighbourhood
+        self.neighbourhoodPerRadius95 = neighbourhoodPerRadius95
+        self.maximumNeighbourhood = maximumNeighbourhood
+        self.maximumNeighbours = maximumNeighbours
+        self.kernelScale = kernelScale
+        self.ladderSteps = ladderSteps
+        self.ladderRatio = ladderRatio
+        self.ladderBelief = ladderBelief
+    }
+
+    /// The prior strengths α_k and how much each is believed before any pick is seen.
+    public var strengths: [(strength: Double, belief: Double)] {
+        guard ladderSteps > 0, ladderBelief > 0 else { return [(strength, 1)] }
+        var result = [(strength, 1 - ladderBelief)]
+        var alpha = strength
+        for _ in 0..<ladderSteps {
+            alpha *= ladderRatio
+            result.append((alpha, ladderBelief / Double(ladderSteps)))
+        }
+        return result
+    }
+
+    public static let standard = LearningSettings()
+
+    /// Radius in metres around a fix of σ `sigma` within which picks are evidence.
+    public func neighbourhood(sigma: Double) -> Double {
+        min(max(minimumNeighbourhood, neighbourhoodPerRadius95 * Fix.radius95(fromSigma: sigma)), maximumNeighbourhood)
+    }
+
+    /// The first setting that makes learning meaningless, or nil.
+    public var problem: String? {
+        if !Self.halfLifeRange.contains(halfLife) {
+            return "learning half-life must be 1 to 3650 days"
+        }
+        if !Self.strengthRange.contains(strength) { return "learning strength must be 0.1 to 100" }
+        if !(minimumNeighbourhood >= 0) || !(neighbourhoodPerRadius95 >= 0) || !neighbourhoodPerRadius95.isFinite
+            || !(maximumNeighbourhood >= minimumNeighbourhood) || !maximumNeighbourhood.isFinite
+        {
+            return "learning neighbourhood must be finite, >= 0 and minimum <= maximum"
+        }
+        if maximumNeighbours < 1 { return "learning must count at least one neighbour" }
+        if !(kernelScale > 0) || !kernelScale.isFinite { return "learning kernel scale must be > 0" }
+        if ladderSteps < 0 || !(ladderRatio > 1) || !ladderRatio.isFinite || !(0...1).contains(ladderBelief)
+            || (ladderSteps > 0 && ladderBelief >= 1)
+        {
+            return "learning strength ladder must have steps >= 0, ratio > 1 and belief in [0, 1)"
+        }
+        return nil
+    }
+}
+
+public enum LearningError: Error, Equatable, CustomStringConvertible {
+    case invalidSettings(String)
+
+    public var description: String {
+        switch self {
+        case .invalidSettings(let problem): "invalid learning settings: \(problem)"
+        }
+    }
+}
+
+/// Every past pick, indexed by where it was made, for the ranker to take the picks near a fix as
+/// evidence. Built once from the selection log at start, then appended on each selection. Pure: the
+/// selection log stays the only store.
+///
+/// Picks of one place at one exact position and accuracy (a kiosk's static position) share one entry,
+/// their age weights summed: weights are kept relative to one reference time, so they add, and a query
+/// multiplies them all by one factor for its `now`. Entries are numbered in the order picks arrive; the
+/// oldest live in a kd-tree (`PlaceIndex`), the newest few in a short list scanned linearly until the
+/// tree is rebuilt. Queries order by (distance, entry number) either way, so a memory built from a log
+/// in one pass and one appended to pick by pick give the same evidence, bit for bit.
+public struct PickMemory: Sendable {
+    public let settings: LearningSettings
+    /// Picks remembered (entries may hold several).
+    public private(set) var count = 0
+
+    /// A group of picks: one place, one position, one accuracy.
+    struct Entry: Sendable {
+        var coordinate: Coordinate
+        /// σ of the fix in metres; NaN when it stated none.
+        var sigma: Double
+        var place: Int32
+        /// Σ 2^((t − referenceTime) / halfLife) over the entry's picks.
+        var weight: Double
+    }
+
+    private struct EntryKey: Hashable {
+        var place: Int32
+        var latitude: UInt64
+        var longitude: UInt64
+        var sigma: UInt64
+    }
+
+    private var placeIDs: [String] = []
+    private var placeNumbers: [String: Int32] = [:]
+    private(set) var entries: [Entry] = []
+    private var entryNumbers: [EntryKey: Int32] = [:]
+    /// Over `entries[0..<indexed]`, numbered like them.
+    private var tree = PlaceIndex(coordinates: [])
+    private var indexed = 0
+    /// Weights are 2^((t − referenceTime) / halfLife); moved on in steps of `rebaseStep` half-lives,
+    /// an exact power-of-two rescaling, so no weight overflows however long the daemon runs.
+    private var referenceTime: Double?
+    /// The newest pick's time: a query's `now` is never taken as earlier (a clock set back).
+    private var newestTime = -Double.infinity
+
+    /// Pending entries beyond this many rebuild the tree: picks come at a person's pace, a rebuild of
+    /// 10,000 entries takes about a millisecond.
+    static let pendingLimit = 32
+    static let rebaseStep = 256.0
+
+    public init(settings: LearningSettings = .standard, picks: some Sequence<Pick> = [Pick]())
+        throws(LearningError)
+    {
+        if let problem = settings.problem { throw .invalidSettings(problem) }
+        self.settings = settings
+        for pick in picks { insert(pick) }
+        rebuild()
+    }
+
+    /// Remembers a new pick (a selection just recorded). Picks with an invalid position or time are
+    /// ignored: the log only holds valid ones.
+    public mutating func append(_ pick: Pick) {
+        insert(pick)
+        if entries.count - indexed > Self.pendingLimit { rebuild() }
+    }
+
+    public var isEmpty: Bool { count == 0 }
+
+    private mutating func insert(_ pick: Pick) {
+        guard pick.coordinate.isValid, pick.time.isFinite else { return }
+        let place: Int32
+        if let known = placeNumbers[pick.placeID] {
+            place = known
+        } else {
+            place = Int32(placeIDs.count)
+            placeIDs.append(pick.placeID)
+            placeNumbers[pick.placeID] = place
+        }
+        if referenceTime == nil { referenceTime = pick.time }
+        let ahead = (pick.time - referenceTime!) / settings.halfLife
+        if ahead > Self.rebaseStep {
+            // Whole steps only: a power of two scales every weight exactly (or to 0, for picks so old).
+            let steps = (ahead / Self.rebaseStep).rounded(.down)
+            referenceTime! += steps * Self.rebaseStep * settings.halfLife
+            let scale = exp2(-steps * Self.rebaseStep)
+            for i in entries.indices { entries[i].weight *= scale }
+        }
+        let weight = exp2((pick.time - referenceTime!) / settings.halfLife)
+        newestTime = max(newestTime, pick.time)
+        count += 1
+
+        let sigma = pick.accuracy.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil } ?? .nan
+        let key = EntryKey(
+            place: place, latitude: pick.coordinate.latitude.bitPattern,
+            longitude: pick.coordinate.longitude.bitPattern, sigma: sigma.bitPattern)
+        if let number = entryNumbers[key] {
+            entries[Int(number)].weight += weight
+            return
+        }
+        entryNumbers[key] = Int32(entries.count)
+        entries.append(Entry(coordinate: pick.coordinate, sigma: sigma, place: place, weight: weight))
+    }
+
+    private mutating func rebuild() {
+        tree = PlaceIndex(coordinates: entries.map(\.coordinate))
+        indexed = entries.count
+    }
+
+    /// A remembered group of picks near a fix.
+    public struct NearbyPick: Sendable, Equatable {
+        /// Number of the place picked; `placeID(_:)` names it.
+        public var place: Int32
+        /// Where the picks were made.
+        public var coordinate: Coordinate
+        /// Metres from the fix to there.
+        public var distance: Double
+        /// σ of the fix they were made at, metres; nil when it stated none.
+        public var sigma: Double?
+        /// How much the picks count at the query's time: 1 for one pick made then, halving every half-life.
+        public var weight: Double
+    }
+
+    public func placeID(_ number: Int32) -> String { placeIDs[Int(number)] }
+
+    /// The picks within `radius` metres of `center`, at most `settings.maximumNeighbours` of them,
+    /// nearest first (ties by the order they were made), weighted by their age at `now` (wall-clock
+    /// seconds since the Unix epoch; a `now` before the newest pick counts as its time).
+    public func nearby(_ center: Coordinate, within radius: Double, now: Double) -> [NearbyPick] {
+        var found: [NearbyPick] = []
+        var scratch: [PlaceIndex.Neighbor] = []
+        nearby(center, within: radius, now: now, into: &found, scratch: &scratch)
+        return found
+    }
+
+    /// The same into reusable arrays (emptied first).
+    public func nearby(
+        _ center: Coordinate, within radius: Double, now: Double, into found: inout [NearbyPick],
+        scratch: inout [PlaceIndex.Neighbor]
+    ) {
+        found.removeAll(keepingCapacity: true)
+        guard let referenceTime, center.isValid, radius >= 0 else { return }
+        let limit = settings.maximumNeighbours
+        tree.nearest(limit, to: center, maxDistance: radius, into: &scratch)
+        if indexed < entries.count {
+            // The same metric as the tree's, so an entry's distance does not depend on where it lives.
+            for number in indexed..<entries.count {
+                let d = PlaceIndex.distance(from: center, to: entries[number].coordinate)
+                if d <= radius { scratch.append(PlaceIndex.Neighbor(index: number, distance: d)) }
+            }
+            scratch.sort { $0.distance < $1.distance || ($0.distance == $1.distance && $0.index < $1.index) }
+        }
+        if scratch.count > limit { scratch.removeLast(scratch.count - limit) }
+        let age = max(now.isFinite ? now : newestTime, newestTime) - referenceTime
+        let factor = exp2(-age / settings.halfLife)
+        for neighbor in scratch {
+            let entry = entries[neighbor.index]
+            found.append(
+                NearbyPick(
+                    place: entry.place, coordinate: entry.coordinate, distance: neighbor.distance,
+                    sigma: entry.sigma.isNaN ? nil : entry.sigma,
+                    weight: entry.weight * factor))
+        }
+    }
+}
