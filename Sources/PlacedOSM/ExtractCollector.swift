@@ -116,11 +116,12 @@ struct ExtractCollector {
             if let place = way.description.place {
                 places.append(Self.wayPlace(id: id, place, way.description, points: points, isArea: isArea))
             }
-            let geometry: MapFeature.Geometry? =
-                isArea
-                ? .polygons([[Simplification.ring(points)]])
-                : points.count >= 2 ? .line(Simplification.line(points)) : nil
-            if let geometry { add(geometry, of: id, way.description, to: &features) }
+            // A closed street is still a line; an area feature is only ever classified for a ring.
+            if let feature = way.description.feature, feature.isArea ? isArea : points.count >= 2 {
+                let geometry: MapFeature.Geometry =
+                    feature.isArea ? .polygons([[Simplification.ring(points)]]) : .line(Simplification.line(points))
+                add(geometry, of: id, way.description, to: &features)
+            }
         }
 
         var multipolygons = 0
