@@ -58,6 +58,7 @@ let package = Package(
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
-        .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem", "CSystemd"]),
+        .testTarget(
+            name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem", "CSystemd", "PlacedOSM"]),
     ]
 )

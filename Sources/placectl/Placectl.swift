@@ -49,7 +49,7 @@ enum Placectl {
     static var commands: [any Command.Type] {
         [
             StatusCommand.self, PlacesCommand.self, SelectCommand.self, WatchCommand.self, HistoryCommand.self,
-            RankCommand.self, RefreshCommand.self, ImportCommand.self,
+            RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self,
         ]
     }
 
