@@ -50,7 +50,7 @@ let package = Package(
             name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
-            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite"]),
+            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite", "PlacectlKit"]),
 
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore"]),
         .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM"]),

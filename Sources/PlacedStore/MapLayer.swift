@@ -21,54 +21,60 @@ extension PlaceDatabase {
         let southWest = projection.coordinate(east: -radius, north: -radius)
         let northEast = projection.coordinate(east: radius, north: radius)
         do {
-            if boundsStatement == nil {
-                boundsStatement = try database.prepare(
-                    """
-                    SELECT id, min_lat, max_lat, min_lon, max_lon FROM map_bounds
-                    WHERE max_lat >= ?1 AND min_lat <= ?2 AND max_lon >= ?3 AND min_lon <= ?4
-                    """)
-            }
-            let boxes = boundsStatement!
-            defer { boxes.reset() }
-            try boxes.bind(southWest.latitude, at: 1)
-            try boxes.bind(northEast.latitude, at: 2)
-            try boxes.bind(southWest.longitude, at: 3)
-            try boxes.bind(northEast.longitude, at: 4)
-            var near: [(distance: Double, rowid: Int64)] = []
-            while try boxes.step() {
-                let box = BoundingBox(
-                    minLatitude: boxes.double(at: 1), minLongitude: boxes.double(at: 3),
-                    maxLatitude: boxes.double(at: 2), maxLongitude: boxes.double(at: 4))
-                let distance = box.distance(from: projection)
-                if distance <= radius { near.append((distance, boxes.int64(at: 0))) }
-            }
-            near.sort { ($0.distance, $0.rowid) < ($1.distance, $1.rowid) }
-
-            if featureStatement == nil {
-                featureStatement = try database.prepare(
-                    "SELECT id, kind, class, name, names, geometry FROM map_features WHERE rowid = ?")
-            }
-            let row = featureStatement!
-            var features: [MapFeature] = []
-            features.reserveCapacity(min(limit, near.count))
-            for (_, rowid) in near.prefix(limit) {
-                defer { row.reset() }
-                try row.bind(rowid, at: 1)
-                guard try row.step(), let kind = MapFeature.Kind(rawValue: row.text(at: 1) ?? ""),
-                    let geometry = row.withBlob(at: 5, MapGeometryCoding.decode)
-                else {
-                    throw PlaceDatabaseError.corrupt(path: path, detail: "map feature \(rowid) does not decode")
-                }
-                features.append(
-                    MapFeature(
-                        id: row.text(at: 0) ?? "", kind: kind, featureClass: row.text(at: 2) ?? "",
-                        name: row.text(at: 3), localizedNames: LocalizedNamesCoding.decode(row.text(at: 4)),
-                        geometry: geometry))
-            }
-            return features
+            return try database.reading { try features(southWest, northEast, projection, radius, limit) }
         } catch {
             throw Self.lift(error, path: path)
         }
+    }
+
+    private func features(
+        _ southWest: Coordinate, _ northEast: Coordinate, _ projection: LocalProjection, _ radius: Double, _ limit: Int
+    ) throws -> [MapFeature] {
+        if boundsStatement == nil {
+            boundsStatement = try database.prepare(
+                """
+                SELECT id, min_lat, max_lat, min_lon, max_lon FROM map_bounds
+                WHERE max_lat >= ?1 AND min_lat <= ?2 AND max_lon >= ?3 AND min_lon <= ?4
+                """)
+        }
+        let boxes = boundsStatement!
+        defer { boxes.reset() }
+        try boxes.bind(southWest.latitude, at: 1)
+        try boxes.bind(northEast.latitude, at: 2)
+        try boxes.bind(southWest.longitude, at: 3)
+        try boxes.bind(northEast.longitude, at: 4)
+        var near: [(distance: Double, rowid: Int64)] = []
+        while try boxes.step() {
+            let box = BoundingBox(
+                minLatitude: boxes.double(at: 1), minLongitude: boxes.double(at: 3),
+                maxLatitude: boxes.double(at: 2), maxLongitude: boxes.double(at: 4))
+            let distance = box.distance(from: projection)
+            if distance <= radius { near.append((distance, boxes.int64(at: 0))) }
+        }
+        near.sort { ($0.distance, $0.rowid) < ($1.distance, $1.rowid) }
+
+        if featureStatement == nil {
+            featureStatement = try database.prepare(
+                "SELECT id, kind, class, name, names, geometry FROM map_features WHERE rowid = ?")
+        }
+        let row = featureStatement!
+        var features: [MapFeature] = []
+        features.reserveCapacity(min(limit, near.count))
+        for (_, rowid) in near.prefix(limit) {
+            defer { row.reset() }
+            try row.bind(rowid, at: 1)
+            guard try row.step(), let kind = MapFeature.Kind(rawValue: row.text(at: 1) ?? ""),
+                let geometry = row.withBlob(at: 5, MapGeometryCoding.decode)
+            else {
+                throw PlaceDatabaseError.corrupt(path: path, detail: "map feature \(rowid) does not decode")
+            }
+            features.append(
+                MapFeature(
+                    id: row.text(at: 0) ?? "", kind: kind, featureClass: row.text(at: 2) ?? "",
+                    name: row.text(at: 3), localizedNames: LocalizedNamesCoding.decode(row.text(at: 4)),
+                    geometry: geometry))
+        }
+        return features
     }
 
     /// Writes the map layer into a new file's open transaction: rows in Z-order of their centres.

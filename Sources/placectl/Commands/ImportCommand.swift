@@ -74,7 +74,7 @@ enum ImportCommand: Command {
         let skipped = extract.statistics.skippedRelations
         var multipolygons = "multipolygons: \(extract.statistics.multipolygons.grouped) assembled"
         if !skipped.isEmpty {
-            multipolygons += ", \(skipped.count.grouped) skipped (rings do not close):"
+            multipolygons += ", \(skipped.count.grouped) skipped (incomplete or rings do not close):"
         }
         lines.append(multipolygons)
         lines += skipped.map { "  \($0)" }
