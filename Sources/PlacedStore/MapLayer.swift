@@ -39,15 +39,17 @@ extension PlaceDatabase {
         }
         let boxes = boundsStatement!
         defer { boxes.reset() }
-        try boxes.bind(southWest.latitude, at: 1)
-        try boxes.bind(northEast.latitude, at: 2)
-        try boxes.bind(southWest.longitude, at: 3)
-        try boxes.bind(northEast.longitude, at: 4)
+        try boxes.bind(BoundsCoding.down(southWest.latitude), at: 1)
+        try boxes.bind(BoundsCoding.up(northEast.latitude), at: 2)
+        try boxes.bind(BoundsCoding.down(southWest.longitude), at: 3)
+        try boxes.bind(BoundsCoding.up(northEast.longitude), at: 4)
         var near: [(distance: Double, rowid: Int64)] = []
         while try boxes.step() {
             let box = BoundingBox(
-                minLatitude: boxes.double(at: 1), minLongitude: boxes.double(at: 3),
-                maxLatitude: boxes.double(at: 2), maxLongitude: boxes.double(at: 4))
+                minLatitude: BoundsCoding.degrees(boxes.int64(at: 1)),
+                minLongitude: BoundsCoding.degrees(boxes.int64(at: 3)),
+                maxLatitude: BoundsCoding.degrees(boxes.int64(at: 2)),
+                maxLongitude: BoundsCoding.degrees(boxes.int64(at: 4)))
             let distance = box.distance(from: projection)
             if distance <= radius { near.append((distance, boxes.int64(at: 0))) }
         }
@@ -77,15 +79,15 @@ extension PlaceDatabase {
         return features
     }
 
-    /// Writes the map layer into a new file's open transaction: rows in Z-order of their centres.
+    /// Writes the map layer into a new file's open transaction: rows in Z-order of their centres, so
+    /// that a neighbourhood's rows share pages; R*Tree entries in a fixed shuffled order, which SQLite's
+    /// R*Tree inserts about a quarter faster than neighbours one after another.
     static func writeMapLayer(_ features: [MapFeature], into database: Database) throws {
         let insertFeature = try database.prepare(
             "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let insertBounds = try database.prepare(
-            "INSERT INTO map_bounds(id, min_lat, max_lat, min_lon, max_lon) VALUES (?, ?, ?, ?, ?)")
-        for (number, feature) in zOrder(features).enumerated() {
-            let rowid = Int64(number + 1)
-            try insertFeature.bind(rowid, at: 1)
+        let ordered = zOrder(features)
+        for (number, feature) in ordered.enumerated() {
+            try insertFeature.bind(Int64(number + 1), at: 1)
             try insertFeature.bind(feature.id, at: 2)
             try insertFeature.bind(feature.kind.rawValue, at: 3)
             try insertFeature.bind(feature.featureClass, at: 4)
@@ -94,11 +96,21 @@ extension PlaceDatabase {
             try insertFeature.bind(blob: MapGeometryCoding.encode(feature.geometry), at: 7)
             try insertFeature.step()
             insertFeature.reset()
-            try insertBounds.bind(rowid, at: 1)
-            try insertBounds.bind(feature.bounds.minLatitude, at: 2)
-            try insertBounds.bind(feature.bounds.maxLatitude, at: 3)
-            try insertBounds.bind(feature.bounds.minLongitude, at: 4)
-            try insertBounds.bind(feature.bounds.maxLongitude, at: 5)
+        }
+        let insertBounds = try database.prepare(
+            "INSERT INTO map_bounds(id, min_lat, max_lat, min_lon, max_lon) VALUES (?, ?, ?, ?, ?)")
+        var random = SplitMix64(seed: 1)
+        var order = Array(ordered.indices)
+        for index in order.indices.reversed() where index > 0 {  // Fisher–Yates
+            order.swapAt(index, Int(random.next() % UInt64(index + 1)))
+        }
+        for number in order {
+            let bounds = ordered[number].bounds
+            try insertBounds.bind(Int64(number + 1), at: 1)
+            try insertBounds.bind(BoundsCoding.down(bounds.minLatitude), at: 2)
+            try insertBounds.bind(BoundsCoding.up(bounds.maxLatitude), at: 3)
+            try insertBounds.bind(BoundsCoding.down(bounds.minLongitude), at: 4)
+            try insertBounds.bind(BoundsCoding.up(bounds.maxLongitude), at: 5)
             try insertBounds.step()
             insertBounds.reset()
         }
@@ -153,6 +165,14 @@ extension PlaceDatabase {
             }
         }
     }
+}
+
+/// `map_bounds` (an `rtree_i32`): degrees as whole 1e-7 degrees, OSM's resolution, so a box is
+/// exact; minima rounded down and maxima up, so the stored box never falls short of the feature.
+enum BoundsCoding {
+    static func down(_ degrees: Double) -> Int64 { Int64((degrees * 1e7).rounded(.down)) }
+    static func up(_ degrees: Double) -> Int64 { Int64((degrees * 1e7).rounded(.up)) }
+    static func degrees(_ stored: Int64) -> Double { Double(stored) / 1e7 }
 }
 
 /// `map_features.geometry` BLOB: a type byte (1 line, 2 polygons); for polygons a varint count, and

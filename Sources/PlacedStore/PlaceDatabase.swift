@@ -68,7 +68,8 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 ///
 /// - `map_features`: the map layer (`MapFeature`), rowid 1…n in Z-order of their centres so that a
 ///   neighbourhood's rows share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
-///   R*Tree over their bounding boxes (`id` = the feature's rowid). Both empty without a map layer.
+///   R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
+///   feature's rowid). Both empty without a map layer.
 ///
 /// Version 2 added `reach`, so that start-up need not read every area's row; version 3 the address
 /// source, localized names and the map layer. An older file is refused by name and imported again.

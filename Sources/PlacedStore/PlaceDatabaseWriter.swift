@@ -127,7 +127,7 @@ extension PlaceDatabase {
                     name TEXT,
                     names TEXT,
                     geometry BLOB NOT NULL);
-                CREATE VIRTUAL TABLE map_bounds USING rtree(id, min_lat, max_lat, min_lon, max_lon);
+                CREATE VIRTUAL TABLE map_bounds USING rtree_i32(id, min_lat, max_lat, min_lon, max_lon);
                 """)
             // Rows in tree order: place number == tree position == rowid - 1.
             let (index, order) = PlaceIndex(coordinates: places.map(\.coordinate)).renumberedByPosition()
