@@ -37,6 +37,8 @@ let package = Package(
         .target(name: "PlacedStore", dependencies: ["PlacedCore", "CSQLite"], swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
         .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
+        // Wire forms the daemon writes and its clients read: GeoJSON map features.
+        .target(name: "PlacedWire", dependencies: ["PlacedCore", "PlacedJSON"], swiftSettings: lean),
         // The varlink protocol: server, connections, calls, and the framing its clients share.
         .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
         // gpsd client over libgps: a LocationSource.
@@ -44,7 +46,9 @@ let package = Package(
         // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal).
         .target(
             name: "PlacedDaemon",
-            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "PlacedGPS", "PlacedStore"],
+            dependencies: [
+                "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "PlacedGPS", "PlacedStore",
+            ],
             swiftSettings: lean),
 
         .executableTarget(
@@ -54,17 +58,22 @@ let package = Package(
         // placectl's parser, clients (varlink socket, sd-bus) and output; main stays a thin shell.
         .target(
             name: "PlacectlKit",
-            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "CSystemd"]),
+            dependencies: ["PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "CSystemd"]),
         .executableTarget(
             name: "placectl",
             dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
             name: "placed-bench",
-            dependencies: ["PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedTestSupport", "CSQLite"]),
+            dependencies: [
+                "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedOSM", "PlacedStore", "PlacedTestSupport",
+                "PlacectlKit",
+                "CSQLite",
+            ]),
 
         .testTarget(name: "PlacedJSONTests", dependencies: ["PlacedJSON", "PlacedTestSupport"]),
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedWireTests", dependencies: ["PlacedWire", "PlacedJSON"]),
         .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM", "PlacedTestSupport"]),
         .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore", "PlacedTestSupport"]),
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedTestSupport"]),
@@ -75,6 +84,9 @@ let package = Package(
         .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon", "PlacedTestSupport"]),
         .testTarget(
             name: "PlacectlTests",
-            dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "CSystemd"]),
+            dependencies: [
+                "PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "PlacedOSM",
+                "CSystemd",
+            ]),
     ]
 )

@@ -1,12 +1,19 @@
 /// A place a device can be at, from OpenStreetMap.
 public struct Place: Sendable, Equatable, Identifiable {
-    /// Stable id: `osm:node/123`, `osm:way/456`.
+    /// Stable id: `osm:node/123`, `osm:way/456`, `osm:relation/789`.
     public var id: String
+    /// The `name` tag: the name shown when no `localizedNames` entry fits the reader's language.
     public var name: String
     /// Main OSM tag, `key=value`: `amenity=cafe`.
     public var kind: String
-    /// From addr:* tags when present: "Mannerheimintie 1, 00100 Helsinki".
+    /// From addr:* tags when present: "Mannerheimintie 1, 00100 Helsinki"; else derived from what is
+    /// around the place (`addressSource` says how), e.g. "near Mannerheimintie".
     public var address: String?
+    /// Where `address` came from.
+    public var addressSource: AddressSource
+    /// The `name:<language>` tags: language (lower case, `-` between subtags: "sv", "zh-hant") → name.
+    /// `name(forLanguage:)` chooses among them.
+    public var localizedNames: [String: String]
     /// A point on the place: the node, or for an area a point inside its shape (never a centroid
     /// that falls outside it).
     public var coordinate: Coordinate
@@ -19,12 +26,15 @@ public struct Place: Sendable, Equatable, Identifiable {
 
     public init(
         id: String, name: String, kind: String, address: String? = nil, coordinate: Coordinate,
-        area: Double = 0, bounds: BoundingBox? = nil, outline: [Coordinate]? = nil
+        area: Double = 0, bounds: BoundingBox? = nil, outline: [Coordinate]? = nil,
+        addressSource: AddressSource? = nil, localizedNames: [String: String] = [:]
     ) {
         self.id = id
         self.name = name
         self.kind = kind
         self.address = address
+        self.addressSource = addressSource ?? (address == nil ? .none : .own)
+        self.localizedNames = localizedNames
         self.coordinate = coordinate
         self.area = area
         self.bounds = bounds
@@ -32,6 +42,25 @@ public struct Place: Sendable, Equatable, Identifiable {
     }
 
     public static let attribution = "© OpenStreetMap contributors"
+
+    /// The name for a reader of `language` ("sv", "sv-FI", "sv_FI.UTF-8"; nil: the `name` tag).
+    public func name(forLanguage language: String?) -> String {
+        LocalizedName.choose(name, localizedNames, language: language)
+    }
+}
+
+/// Where a place's address comes from (DESIGN.md "Map layer"), in the order they are tried.
+public enum AddressSource: String, Sendable, CaseIterable {
+    /// Its own addr:* tags.
+    case own
+    /// The addr:* tags of the building it stands in.
+    case building
+    /// The nearest address (a node or building with addr:*) within 30 m.
+    case nearby
+    /// "near <street>": the nearest named street.
+    case street
+    /// Nothing near enough: no address.
+    case none
 }
 
 public struct BoundingBox: Sendable, Equatable, Hashable {

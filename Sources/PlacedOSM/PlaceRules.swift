@@ -32,30 +32,53 @@ enum PlaceRules {
         MainKey(key: "aeroway", allowed: ["aerodrome", "terminal"], excluded: []),
     ]
 
-    /// The other keys a place reads; their roles follow the main keys'.
+    /// The other keys the import reads (places, addresses, the map layer); their roles follow the
+    /// main keys'.
     static let otherKeys: [StaticString] = [
         "building", "name", "addr:street", "addr:housenumber", "addr:postcode", "addr:city",
+        "natural", "landuse", "waterway", "area", "tunnel", "type", "place",
     ]
 
     /// Role numbers: 0..<14 the main keys, then the other keys in order.
+    static let amenity: UInt8 = 0
+    static let leisure: UInt8 = 3
+    static let railway: UInt8 = 11
+    static let highway: UInt8 = 12
     static let building = UInt8(mainKeys.count)
     static let name = building + 1
     static let street = building + 2
     static let housenumber = building + 3
     static let postcode = building + 4
     static let city = building + 5
-    static let roleCount = Int(city) + 1
+    static let natural = building + 6
+    static let landuse = building + 7
+    static let waterway = building + 8
+    static let area = building + 9
+    static let tunnel = building + 10
+    static let type = building + 11
+    static let place = building + 12
+    static let roleCount = Int(place) + 1
+    /// A `name:<suffix>` key: kept in a list of its own, as an element may have dozens.
+    static let localizedName: UInt8 = .max - 1
     /// A key no rule reads.
     static let ignored: UInt8 = .max
 
     static let mainKeysMask: UInt32 = (1 << UInt32(mainKeys.count)) - 1
     static let nameBit: UInt32 = 1 << UInt32(name)
     static let buildingBit: UInt32 = 1 << UInt32(building)
+    static let addressBits: UInt32 = 1 << UInt32(street) | 1 << UInt32(housenumber)
+    /// Keys that can make a way or relation a map feature (MapRules).
+    static let mapBits: UInt32 =
+        1 << UInt32(highway) | 1 << UInt32(railway) | buildingBit | 1 << UInt32(natural) | 1 << UInt32(landuse)
+        | 1 << UInt32(waterway) | 1 << UInt32(leisure) | 1 << UInt32(place)
 
     /// The role of a key, from its UTF-8 bytes.
     static func role(ofKey key: UnsafeRawBufferPointer) -> UInt8 {
-        // Every key the rules read is 4...16 bytes long: most keys are rejected without a compare.
-        guard (4...16).contains(key.count) else { return ignored }
+        // Every key the rules read is 4...16 bytes long, `name:<language>` up to 24: most keys are
+        // rejected without a compare.
+        guard (4...24).contains(key.count) else { return ignored }
+        if key.count > 5, key.starts(with: "name:") { return localizedName }
+        guard key.count <= 16 else { return ignored }
         for (index, main) in mainKeys.enumerated() where key.equals(main.key) { return UInt8(index) }
         for (index, other) in otherKeys.enumerated() where key.equals(other) {
             return building + UInt8(index)
@@ -69,66 +92,5 @@ enum PlaceRules {
         let rule = mainKeys[Int(role)]
         if let allowed = rule.allowed { return allowed.contains { value.equals($0) } }
         return !rule.excluded.contains { value.equals($0) }
-    }
-}
-
-/// The tags of one element that the rules read: for each role seen, the value's string index.
-struct PlaceTags {
-    var seen: UInt32 = 0
-    var values = InlineArray<20, UInt32>(repeating: 0)
-
-    @inline(__always)
-    mutating func record(role: UInt8, value: UInt32) {
-        seen |= 1 << UInt32(role)
-        values[Int(role)] = value
-    }
-
-    /// Worth a closer look: named, with a main key (or, for a way, a building key).
-    @inline(__always)
-    func mayBePlace(isWay: Bool) -> Bool {
-        seen & PlaceRules.nameBit != 0
-            && seen & (isWay ? PlaceRules.mainKeysMask | PlaceRules.buildingBit : PlaceRules.mainKeysMask)
-                != 0
-    }
-
-    func value(_ role: UInt8, in strings: StringTable) -> UnsafeRawBufferPointer? {
-        seen & (1 << UInt32(role)) != 0 ? strings[values[Int(role)]] : nil
-    }
-
-    /// Name, kind and address when these tags make a place.
-    func place(isWay: Bool, strings: StringTable) -> (name: String, kind: String, address: String?)? {
-        guard let name = value(PlaceRules.name, in: strings), !name.isEmpty else { return nil }
-        var kind: String?
-        for role in 0..<UInt8(PlaceRules.mainKeys.count) {
-            if let value = value(role, in: strings), PlaceRules.qualifies(role: role, value: value) {
-                kind = "\(PlaceRules.mainKeys[Int(role)].key)=\(text(value))"
-                break
-            }
-        }
-        if kind == nil, isWay, let value = value(PlaceRules.building, in: strings), !value.isEmpty,
-            !value.equals("no")
-        {
-            kind = "building=\(text(value))"
-        }
-        guard let kind else { return nil }
-        return (text(name), kind, address(strings))
-    }
-
-    /// "Street 52, 00100 City" from addr:street, addr:housenumber, addr:postcode, addr:city.
-    func address(_ strings: StringTable) -> String? {
-        func joined(_ roles: [UInt8], _ separator: String) -> String {
-            roles.compactMap { value($0, in: strings) }.filter { !$0.isEmpty }.map(text).joined(
-                separator: separator)
-        }
-        let line = [
-            joined([PlaceRules.street, PlaceRules.housenumber], " "),
-            joined([PlaceRules.postcode, PlaceRules.city], " "),
-        ]
-        .filter { !$0.isEmpty }.joined(separator: ", ")
-        return line.isEmpty ? nil : line
-    }
-
-    private func text(_ bytes: UnsafeRawBufferPointer) -> String {
-        String(decoding: bytes, as: UTF8.self)
     }
 }

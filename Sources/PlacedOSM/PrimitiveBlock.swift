@@ -31,14 +31,14 @@ struct StringTable {
     }
 }
 
-/// Decodes PrimitiveBlocks (osmformat.proto) into a PlaceCollector: every node's location, the
-/// nodes and ways that are places, and element counts. Relations are counted and skipped (places
-/// are nodes and ways). Reuses its buffers from block to block.
+/// Decodes PrimitiveBlocks (osmformat.proto) into an ExtractCollector: every node's location and
+/// way's refs, the tags the import reads, multipolygon relations' member ways, and element counts.
+/// Reuses its buffers from block to block.
 struct PrimitiveBlockDecoder {
     private var strings = StringTable()
     private var groups: [ProtobufReader] = []
 
-    mutating func decode(_ bytes: UnsafeRawBufferPointer, into collector: inout PlaceCollector)
+    mutating func decode(_ bytes: UnsafeRawBufferPointer, into collector: inout ExtractCollector)
         throws(ProtobufError)
     {
         var block = ProtobufReader(bytes)
@@ -75,7 +75,7 @@ struct PrimitiveBlockDecoder {
     }
 
     private func decodeGroup(
-        _ group: ProtobufReader, scale: CoordinateScale, into collector: inout PlaceCollector
+        _ group: ProtobufReader, scale: CoordinateScale, into collector: inout ExtractCollector
     )
         throws(ProtobufError)
     {
@@ -93,8 +93,7 @@ struct PrimitiveBlockDecoder {
                 try decodeWay(try group.lengthDelimited(), into: &collector)
             case 4:
                 try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
-                _ = try group.lengthDelimited()
-                collector.relationCount += 1
+                try decodeRelation(try group.lengthDelimited(), into: &collector)
             default:
                 try group.skipField(wireType)
             }
@@ -104,7 +103,7 @@ struct PrimitiveBlockDecoder {
     /// DenseNodes: parallel packed arrays, ids and coordinates delta-coded, tags as
     /// `key value key value 0` per node in one array (empty when no node in the block has tags).
     private func decodeDenseNodes(
-        _ message: ProtobufReader, scale: CoordinateScale, into collector: inout PlaceCollector
+        _ message: ProtobufReader, scale: CoordinateScale, into collector: inout ExtractCollector
     )
         throws(ProtobufError)
     {
@@ -143,7 +142,7 @@ struct PrimitiveBlockDecoder {
             let location = try scale.location(latitude, longitude, node: id)
             collector.nodes.append(id: id, location: location)
             guard hasTags else { continue }
-            var tags = PlaceTags()
+            var tags = ElementTags()
             while true {
                 let key = try keysValues.varint()
                 if key == 0 { break }
@@ -152,9 +151,9 @@ struct PrimitiveBlockDecoder {
                     throw ProtobufError("DenseNodes: string index out of range")
                 }
                 let role = roles[Int(key)]
-                if role != PlaceRules.ignored { tags.record(role: role, value: UInt32(value)) }
+                if role != PlaceRules.ignored { tags.record(role: role, key: UInt32(key), value: UInt32(value)) }
             }
-            if tags.mayBePlace(isWay: false) {
+            if tags.mayBePlace(isWay: false) || tags.mayHaveAddress {
                 collector.addNode(id: id, location: location, tags: tags, strings: strings)
             }
         }
@@ -165,7 +164,7 @@ struct PrimitiveBlockDecoder {
 
     /// A plain Node (writers use DenseNodes, but the format allows both).
     private func decodeNode(
-        _ message: ProtobufReader, scale: CoordinateScale, into collector: inout PlaceCollector
+        _ message: ProtobufReader, scale: CoordinateScale, into collector: inout ExtractCollector
     )
         throws(ProtobufError)
     {
@@ -203,13 +202,13 @@ struct PrimitiveBlockDecoder {
         let location = try scale.location(latitude, longitude, node: id)
         collector.nodes.append(id: id, location: location)
         let tags = try readTags(keys: keys, values: values)
-        if tags.mayBePlace(isWay: false) {
+        if tags.mayBePlace(isWay: false) || tags.mayHaveAddress {
             collector.addNode(id: id, location: location, tags: tags, strings: strings)
         }
     }
 
     /// Way: tags as parallel packed key and value indices, node refs as packed deltas.
-    private func decodeWay(_ message: ProtobufReader, into collector: inout PlaceCollector)
+    private func decodeWay(_ message: ProtobufReader, into collector: inout ExtractCollector)
         throws(ProtobufError)
     {
         var message = message
@@ -231,18 +230,60 @@ struct PrimitiveBlockDecoder {
             }
         }
         guard let id else { throw ProtobufError("Way without id") }
-        collector.wayCount += 1
         let tags = try readTags(keys: keys, values: values)
-        guard tags.mayBePlace(isWay: true) else { return }
         try collector.addWay(id: id, refs: refs, tags: tags, strings: strings)
     }
 
+    /// Relation: tags as for a way; members as parallel packed arrays of roles, delta-coded ids and
+    /// types (0 node, 1 way, 2 relation). Only the member ways of multipolygons are kept.
+    private func decodeRelation(_ message: ProtobufReader, into collector: inout ExtractCollector)
+        throws(ProtobufError)
+    {
+        var message = message
+        var id: Int64?
+        var keys = ProtobufReader(UnsafeRawBufferPointer(start: nil, count: 0))
+        var values = keys
+        var memberIDs = keys
+        var memberTypes = keys
+        while let (field, wireType) = try message.nextField() {
+            switch field {
+            case 1:
+                try ProtobufReader.expect(wireType, .varint, field: field)
+                id = try message.int64()
+            case 2, 3, 9, 10:
+                try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
+                let array = try message.lengthDelimited()
+                switch field {
+                case 2: keys = array
+                case 3: values = array
+                case 9: memberIDs = array
+                default: memberTypes = array
+                }
+            default:
+                try message.skipField(wireType)
+            }
+        }
+        guard let id else { throw ProtobufError("Relation without id") }
+        collector.relationCount += 1
+        let tags = try readTags(keys: keys, values: values)
+        guard tags.has(PlaceRules.type) else { return }
+        var memberWays: [Int64] = []
+        var member: Int64 = 0
+        while !memberIDs.isAtEnd {
+            member &+= try memberIDs.signedVarint()
+            guard !memberTypes.isAtEnd else { throw ProtobufError("Relation: fewer member types than ids") }
+            if try memberTypes.varint() == 1 { memberWays.append(member) }
+        }
+        guard memberTypes.isAtEnd else { throw ProtobufError("Relation: more member types than ids") }
+        collector.addRelation(id: id, memberWays: memberWays, tags: tags, strings: strings)
+    }
+
     private func readTags(keys: ProtobufReader, values: ProtobufReader) throws(ProtobufError)
-        -> PlaceTags
+        -> ElementTags
     {
         var keys = keys
         var values = values
-        var tags = PlaceTags()
+        var tags = ElementTags()
         let roles = strings.roles
         while !keys.isAtEnd {
             let key = try keys.varint()
@@ -252,7 +293,7 @@ struct PrimitiveBlockDecoder {
                 throw ProtobufError("string index out of range")
             }
             let role = roles[Int(key)]
-            if role != PlaceRules.ignored { tags.record(role: role, value: UInt32(value)) }
+            if role != PlaceRules.ignored { tags.record(role: role, key: UInt32(key), value: UInt32(value)) }
         }
         guard values.isAtEnd else { throw ProtobufError("more tag values than keys") }
         return tags

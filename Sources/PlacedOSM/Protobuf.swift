@@ -141,4 +141,11 @@ extension UnsafeRawBufferPointer {
         count == literal.utf8CodeUnitCount
             && (count == 0 || memcmp(baseAddress!, literal.utf8Start, count) == 0)
     }
+
+    /// Whether the bytes begin with a literal's UTF-8.
+    func starts(with literal: StaticString) -> Bool {
+        count >= literal.utf8CodeUnitCount
+            && (literal.utf8CodeUnitCount == 0
+                || memcmp(baseAddress!, literal.utf8Start, literal.utf8CodeUnitCount) == 0)
+    }
 }

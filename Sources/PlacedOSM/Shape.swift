@@ -1,20 +1,10 @@
 import PlacedCore
 
-/// Plane geometry of an OSM way for place extents: bounds, area, and a point inside a ring.
+/// Plane geometry of OSM ways and areas for place extents: bounds, area, and a point inside.
 public enum Shape {
     /// The smallest box holding every point; nil for no points.
     public static func bounds(of points: [Coordinate]) -> BoundingBox? {
-        guard let first = points.first else { return nil }
-        var box = BoundingBox(
-            minLatitude: first.latitude, minLongitude: first.longitude,
-            maxLatitude: first.latitude, maxLongitude: first.longitude)
-        for point in points.dropFirst() {
-            box.minLatitude = min(box.minLatitude, point.latitude)
-            box.maxLatitude = max(box.maxLatitude, point.latitude)
-            box.minLongitude = min(box.minLongitude, point.longitude)
-            box.maxLongitude = max(box.maxLongitude, point.longitude)
-        }
-        return box
+        points.isEmpty ? nil : BoundingBox(enclosing: points)
     }
 
     /// Area in square metres of a ring (closed or not): the shoelace formula on a local east/north
@@ -41,27 +31,38 @@ public enum Shape {
     /// with no interior (fewer than 3 points, or all at one latitude). `bounds` as for `area`.
     public static func pointOnSurface(ofRing ring: [Coordinate], bounds: BoundingBox? = nil) -> Coordinate? {
         guard ring.count >= 3, let box = bounds ?? Self.bounds(of: ring) else { return nil }
+        return pointOnSurface(ofPolygon: [ring], bounds: box)
+    }
+
+    /// A point inside a polygon with holes (outer ring first): as for one ring, with the crossings of
+    /// every ring, so the widest interval lies inside the outer ring and outside every hole.
+    /// `bounds`: the outer ring's.
+    public static func pointOnSurface(ofPolygon rings: [[Coordinate]], bounds box: BoundingBox) -> Coordinate? {
         let middle = box.center.latitude
         var below = box.minLatitude
         var above = box.maxLatitude
-        for point in ring {
-            if point.latitude <= middle {
-                below = max(below, point.latitude)
-            } else {
-                above = min(above, point.latitude)
+        for ring in rings {
+            for point in ring {
+                if point.latitude <= middle {
+                    below = max(below, point.latitude)
+                } else {
+                    above = min(above, point.latitude)
+                }
             }
         }
         guard above > below else { return nil }
         let scanLatitude = (below + above) / 2
 
         var crossings: [Double] = []
-        var previous = ring[ring.count - 1]
-        for point in ring {
-            if (previous.latitude < scanLatitude) != (point.latitude < scanLatitude) {
-                let t = (scanLatitude - previous.latitude) / (point.latitude - previous.latitude)
-                crossings.append(previous.longitude + t * (point.longitude - previous.longitude))
+        for ring in rings where ring.count >= 3 {
+            var previous = ring[ring.count - 1]
+            for point in ring {
+                if (previous.latitude < scanLatitude) != (point.latitude < scanLatitude) {
+                    let t = (scanLatitude - previous.latitude) / (point.latitude - previous.latitude)
+                    crossings.append(previous.longitude + t * (point.longitude - previous.longitude))
+                }
+                previous = point
             }
-            previous = point
         }
         crossings.sort()
         var best: (west: Double, east: Double)?
@@ -71,6 +72,16 @@ public enum Shape {
         }
         guard let best else { return nil }
         return Coordinate(latitude: scanLatitude, longitude: (best.west + best.east) / 2)
+    }
+
+    /// Area in square metres of polygons (outer ring, then holes): outer rings less their holes.
+    public static func area(ofPolygons polygons: [[[Coordinate]]]) -> Double {
+        polygons.reduce(0) { total, rings in
+            total
+                + rings.enumerated().reduce(0) { sum, ring in
+                    sum + (ring.offset == 0 ? 1 : -1) * area(ofRing: ring.element)
+                }
+        }
     }
 }
 

@@ -22,6 +22,12 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
     case corrupt(path: String, detail: String)
     /// `place(at:)` with a number outside `0..<count`.
     case noSuchPlace(index: Int, count: Int)
+    /// A map feature the importer produced is unusable; nothing was written.
+    case invalidFeature(id: String, reason: String)
+    /// `features(within:of:limit:)` on a file imported without its map layer (`placectl import --no-map`).
+    case noMapLayer(path: String)
+    /// `features(within:of:limit:)` with a radius or limit that is not a finite number >= 0.
+    case invalidMapQuery(reason: String)
     /// Any other SQLite failure.
     case sqlite(SQLiteError)
 
@@ -37,6 +43,9 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
             "\(path) is not a place database of schema version \(PlaceDatabase.schemaVersion) (found \(version ?? "no meta table"))"
         case .corrupt(let path, let detail): "place database \(path) is damaged: \(detail)"
         case .noSuchPlace(let index, let count): "no place number \(index): there are \(count)"
+        case .invalidFeature(let id, let reason): "invalid map feature \(id.isEmpty ? "(empty id)" : id): \(reason)"
+        case .noMapLayer(let path): "\(path) has no map layer (it was imported with --no-map)"
+        case .invalidMapQuery(let reason): "invalid map query: \(reason)"
         case .sqlite(let error): error.description
         }
     }
@@ -44,38 +53,57 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 
 /// The places file: one SQLite database, written whole by an import and only read by the daemon.
 ///
-/// Layout (schema version 2):
+/// Layout (schema version 3):
 /// - `places`: one row per place, rowid 1…n **in the spatial index's tree order**, so the index's
-///   place numbers are `rowid - 1` and the rows of nearby places share pages.
-/// - `meta`: `schema_version`, `place_count`, `imported_at` (ISO 8601 UTC).
+///   place numbers are `rowid - 1` and the rows of nearby places share pages. `address_source` says
+///   where the address came from (`AddressSource`); `names` holds the `name:<language>` tags
+///   (`LocalizedNamesCoding`).
+/// - `meta`: `schema_version`, `place_count`, `imported_at` (ISO 8601 UTC), `map_layer` (1 or 0),
+///   `map_feature_count`.
 /// - `kinds`: the distinct `kind` strings, numbered from 0.
 /// - `place_columns`: what start-up needs, as BLOBs, so loading is a few large reads rather than a
 ///   scan of every row: `index` (`PlaceIndex.serialized()`), `area` (float32 m² per place),
 ///   `reach` (float32 metres from the point to the farthest bounding-box corner, `Place.reach`; 0 for
 ///   a point), `kind` (uint32 code per place), all little-endian.
 ///
-/// Version 2 added `reach`, so that start-up need not read every area's row; a version 1 file is
-/// refused by name and imported again.
+/// - `map_features`: the map layer (`MapFeature`), rowid 1…n in Z-order of their centres so that a
+///   neighbourhood's rows share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
+///   R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
+///   feature's rowid). Both empty without a map layer.
+///
+/// Version 2 added `reach`, so that start-up need not read every area's row; version 3 the address
+/// source, localized names and the map layer. An older file is refused by name and imported again.
 ///
 /// Other tables (selections) can join later under a higher schema version; the places part is
 /// replaced as a whole file by `replace(at:with:)`.
 public final class PlaceDatabase {
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     public let path: String
     public let placeCount: Int
     /// When the file was written, ISO 8601 UTC: "2024-05-01T12:00:00Z".
     public let importedAt: String
+    /// Whether the file has a map layer (an import without `--no-map`).
+    public let hasMapLayer: Bool
+    /// Features in the map layer.
+    public let mapFeatureCount: Int
 
     let database: Database
     private var detailStatement: Statement?
     private var idStatement: Statement?
+    var boundsStatement: Statement?
+    var featureStatement: Statement?
 
-    private init(path: String, database: Database, placeCount: Int, importedAt: String) {
+    private init(
+        path: String, database: Database, placeCount: Int, importedAt: String, hasMapLayer: Bool,
+        mapFeatureCount: Int
+    ) {
         self.path = path
         self.database = database
         self.placeCount = placeCount
         self.importedAt = importedAt
+        self.hasMapLayer = hasMapLayer
+        self.mapFeatureCount = mapFeatureCount
     }
 
     // MARK: Opening
@@ -106,10 +134,14 @@ public final class PlaceDatabase {
 
         let countText: String?
         let importedAt: String?
+        let mapLayer: String?
+        let featureCountText: String?
         let last: Int64?
         do {
             countText = try database.meta("place_count")
             importedAt = try database.meta("imported_at")
+            mapLayer = try database.meta("map_layer")
+            featureCountText = try database.meta("map_feature_count")
             // Rows are numbered 1…n: max(rowid) is one b-tree descent. (A truncated file loses its
             // end first, where the column BLOBs were written last, so `load` catches that.)
             last = try database.scalarInt64("SELECT max(rowid) FROM places")
@@ -122,8 +154,14 @@ public final class PlaceDatabase {
         guard last ?? 0 == Int64(placeCount) else {
             throw .corrupt(path: path, detail: "meta says \(placeCount) places, the last row is \(last ?? 0)")
         }
+        guard mapLayer == "0" || mapLayer == "1", let featureCountText, let featureCount = Int(featureCountText),
+            featureCount >= 0, mapLayer == "1" || featureCount == 0
+        else {
+            throw .corrupt(path: path, detail: "meta map_layer or map_feature_count is missing or wrong")
+        }
         return PlaceDatabase(
-            path: path, database: database, placeCount: placeCount, importedAt: importedAt ?? "")
+            path: path, database: database, placeCount: placeCount, importedAt: importedAt ?? "",
+            hasMapLayer: mapLayer == "1", mapFeatureCount: featureCount)
     }
 
     /// Loads what ranking needs in memory: the spatial index and the area and kind columns.
@@ -212,7 +250,8 @@ public final class PlaceDatabase {
             if detailStatement == nil {
                 detailStatement = try database.prepare(
                     """
-                    SELECT id, name, kind, address, latitude, longitude, area, min_lat, min_lon, max_lat, max_lon, outline
+                    SELECT id, name, kind, address, latitude, longitude, area, min_lat, min_lon, max_lat, max_lon, outline,
+                           address_source, names
                     FROM places WHERE rowid = ?
                     """)
             }
@@ -222,7 +261,10 @@ public final class PlaceDatabase {
             guard try row.step() else {
                 throw PlaceDatabaseError.corrupt(path: path, detail: "place \(index) missing")
             }
-            return Self.place(from: row)
+            guard let place = Self.place(from: row) else {
+                throw PlaceDatabaseError.corrupt(path: path, detail: "place \(index) has an unknown address source")
+            }
+            return place
         } catch {
             throw Self.lift(error, path: path)
         }
@@ -243,7 +285,13 @@ public final class PlaceDatabase {
         }
     }
 
-    static func place(from row: Statement) -> Place {
+    /// The name of place `index` for a reader of `language` ("sv", "sv-FI", "sv_FI.UTF-8"), falling
+    /// back to its `name` tag (`Place.name(forLanguage:)`).
+    public func name(ofPlace index: Int, language: String?) throws(PlaceDatabaseError) -> String {
+        try place(at: index).name(forLanguage: language)
+    }
+
+    static func place(from row: Statement) -> Place? {
         var bounds: BoundingBox?
         if !row.isNull(at: 7), !row.isNull(at: 8), !row.isNull(at: 9), !row.isNull(at: 10) {
             bounds = BoundingBox(
@@ -252,11 +300,13 @@ public final class PlaceDatabase {
         }
         let outline: [Coordinate]? =
             row.isNull(at: 11) ? nil : row.withBlob(at: 11, OutlineCoding.decode)
+        guard let source = AddressSource(rawValue: row.text(at: 12) ?? "") else { return nil }
         return Place(
             id: row.text(at: 0) ?? "", name: row.text(at: 1) ?? "", kind: row.text(at: 2) ?? "",
             address: row.text(at: 3),
             coordinate: Coordinate(latitude: row.double(at: 4), longitude: row.double(at: 5)),
-            area: row.double(at: 6), bounds: bounds, outline: outline)
+            area: row.double(at: 6), bounds: bounds, outline: outline, addressSource: source,
+            localizedNames: LocalizedNamesCoding.decode(row.text(at: 13)))
     }
 
     /// Funnels the errors of a mixed SQLite/validation block into the one public error type.
@@ -318,6 +368,37 @@ public final class PlaceSet {
 
     public func placeIndex(ofID id: String) throws(PlaceDatabaseError) -> Int? {
         try database.placeIndex(ofID: id)
+    }
+
+    /// The name of place `index` for a reader of `language`, else its `name` tag.
+    public func name(of index: Int, language: String?) throws(PlaceDatabaseError) -> String {
+        try database.name(ofPlace: index, language: language)
+    }
+
+    /// The map features within `radius` metres of `center` (`PlaceDatabase.features`).
+    public func features(within radius: Double, of center: Coordinate, limit: Int) throws(PlaceDatabaseError)
+        -> [MapFeature]
+    {
+        try database.features(within: radius, of: center, limit: limit)
+    }
+}
+
+/// `names` column: `language U+001F name` entries joined by U+001E, sorted by language (two control
+/// characters no OSM tag holds); NULL for none.
+enum LocalizedNamesCoding {
+    static func encode(_ names: [String: String]) -> String? {
+        names.isEmpty
+            ? nil : names.sorted { $0.key < $1.key }.map { "\($0.key)\u{1F}\($0.value)" }.joined(separator: "\u{1E}")
+    }
+
+    static func decode(_ text: String?) -> [String: String] {
+        guard let text, !text.isEmpty else { return [:] }
+        var names: [String: String] = [:]
+        for entry in text.split(separator: "\u{1E}") {
+            let parts = entry.split(separator: "\u{1F}", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2 { names[String(parts[0])] = String(parts[1]) }
+        }
+        return names
     }
 }
 

@@ -6,15 +6,19 @@ import PlacedCore
 #endif
 
 extension PlaceDatabase {
-    /// Replaces the database at `path` with one holding exactly `places`, atomically.
+    /// Replaces the database at `path` with one holding exactly `places` and, unless it is nil, the
+    /// map layer `mapFeatures`, atomically.
     ///
     /// The new database is written whole at `path.new-<pid>`, synced, renamed over `path` and the
     /// directory synced: a reader sees the old file or the new one, never a mix, and a crash at any
     /// point leaves one of the two. On any failure before the rename the temporary file is removed
     /// and the old database is untouched. A running daemon keeps its old file open until it
     /// reloads, so it is not disturbed either.
-    public static func replace(at path: String, with places: [Place]) throws(PlaceDatabaseError) {
+    public static func replace(at path: String, with places: [Place], mapFeatures: [MapFeature]? = nil)
+        throws(PlaceDatabaseError)
+    {
         try validate(places)
+        try validate(mapFeatures ?? [])
         let temporaryPath = "\(path).new-\(getpid())"
         // A leftover of this same pid is ours by name (a crash before it could clean up).
         unlink(temporaryPath)
@@ -28,7 +32,7 @@ extension PlaceDatabase {
             if !renamed { unlink(temporaryPath) }
         }
 
-        try write(places, toEmptyFile: temporaryPath)
+        try write(places, mapFeatures: mapFeatures, toEmptyFile: temporaryPath)
         // SQLite wrote with synchronous=OFF; one fsync of the finished file is all the durability needed.
         guard fsync(descriptor) == 0 else {
             throw .cannotWrite(path: temporaryPath, operation: "fsync", errno: errno)
@@ -78,10 +82,17 @@ extension PlaceDatabase {
             if let outline = place.outline, !outline.allSatisfy(\.isValid) {
                 throw .invalidPlace(id: place.id, reason: "outline has an invalid coordinate")
             }
+            if place.localizedNames.keys.contains(where: { $0.isEmpty || $0.contains(where: \.isNamesSeparator) })
+                || place.localizedNames.values.contains(where: { $0.contains(where: \.isNamesSeparator) })
+            {
+                throw .invalidPlace(id: place.id, reason: "a localized name holds U+001E or U+001F, or has no language")
+            }
         }
     }
 
-    private static func write(_ places: [Place], toEmptyFile path: String) throws(PlaceDatabaseError) {
+    private static func write(_ places: [Place], mapFeatures: [MapFeature]?, toEmptyFile path: String)
+        throws(PlaceDatabaseError)
+    {
         do {
             let database = try Database(path: path, mode: .readWrite)
             // A fresh private file that is renamed only once complete: no journal, no syncs, no locks
@@ -103,9 +114,20 @@ extension PlaceDatabase {
                     longitude REAL NOT NULL,
                     area REAL NOT NULL DEFAULT 0,
                     min_lat REAL, min_lon REAL, max_lat REAL, max_lon REAL,
-                    outline BLOB);
+                    outline BLOB,
+                    address_source TEXT NOT NULL,
+                    names TEXT);
                 CREATE TABLE kinds(code INTEGER PRIMARY KEY, kind TEXT NOT NULL UNIQUE);
                 CREATE TABLE place_columns(name TEXT PRIMARY KEY, data BLOB NOT NULL);
+                CREATE TABLE map_features(
+                    rowid INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    class TEXT NOT NULL,
+                    name TEXT,
+                    names TEXT,
+                    geometry BLOB NOT NULL);
+                CREATE VIRTUAL TABLE map_bounds USING rtree_i32(id, min_lat, max_lat, min_lon, max_lon);
                 """)
             // Rows in tree order: place number == tree position == rowid - 1.
             let (index, order) = PlaceIndex(coordinates: places.map(\.coordinate)).renumberedByPosition()
@@ -114,8 +136,8 @@ extension PlaceDatabase {
                 let insert = try database.prepare(
                     """
                     INSERT INTO places(rowid, id, name, kind, address, latitude, longitude, area,
-                                       min_lat, min_lon, max_lat, max_lon, outline)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                       min_lat, min_lon, max_lat, max_lon, outline, address_source, names)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 var kindCodes: [String: UInt32] = [:]
                 var areas: [Float] = [], reaches: [Float] = [], kinds: [UInt32] = []
@@ -141,6 +163,8 @@ extension PlaceDatabase {
                     } else {
                         try insert.bindNull(at: 13)
                     }
+                    try insert.bind(place.addressSource.rawValue, at: 14)
+                    try insert.bind(LocalizedNamesCoding.encode(place.localizedNames), at: 15)
                     do throws(SQLiteError) {
                         try insert.step()
                     } catch {
@@ -185,10 +209,14 @@ extension PlaceDatabase {
                     insertColumn.reset()
                 }
 
+                if let mapFeatures { try writeMapLayer(mapFeatures, into: database) }
+
                 let insertMeta = try database.prepare("INSERT INTO meta(key, value) VALUES (?, ?)")
                 for (key, value) in [
                     ("schema_version", String(schemaVersion)), ("place_count", String(places.count)),
                     ("imported_at", ISO8601.utc(Double(time(nil)))),
+                    ("map_layer", mapFeatures == nil ? "0" : "1"),
+                    ("map_feature_count", String(mapFeatures?.count ?? 0)),
                 ] {
                     try insertMeta.bind(key, at: 1)
                     try insertMeta.bind(value, at: 2)
@@ -208,4 +236,9 @@ extension PlaceDatabase {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
+}
+
+extension Character {
+    /// The separators of `LocalizedNamesCoding`.
+    var isNamesSeparator: Bool { self == "\u{1E}" || self == "\u{1F}" }
 }

@@ -122,6 +122,14 @@ public final class Database {
         }
     }
 
+    /// Runs `body` inside one read transaction (`BEGIN DEFERRED … COMMIT`): many statements take the
+    /// file's shared lock once instead of once each, two fcntl calls a statement fewer.
+    public func reading<Result>(_ body: () throws -> Result) throws -> Result {
+        try execute("BEGIN DEFERRED")
+        defer { if sqlite3_get_autocommit(handle) == 0 { _ = sqlite3_exec(handle, "COMMIT", nil, nil, nil) } }
+        return try body()
+    }
+
     /// The first column of the first row of `sql`, when it is an integer.
     public func scalarInt64(_ sql: String) throws(SQLiteError) -> Int64? {
         let statement = try prepare(sql)

@@ -3,7 +3,7 @@ import PlacedOSM
 import PlacedStore
 import PlacedTestSupport
 
-// placed-bench import: .osm.pbf → places, beside `osmium export` of the same file in the same run.
+// placed-bench import: .osm.pbf → places and map layer, beside `osmium export` of the same file in the same run.
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -31,39 +31,90 @@ func runImportBenchmark(_ arguments: [String]) throws {
         files.append(try SyntheticExtract.path(nodes: 1_500_000))
     }
     print(
-        "import: best of \(runs) interleaved runs. read = .osm.pbf → [Place]; +db = read and"
-            + " PlaceDatabase.replace; osmium = `osmium export -f geojsonseq` of the same file")
+        "import: best of \(runs) interleaved runs. +map = .osm.pbf → places and map layer → PlaceDatabase.replace"
+            + " (placectl import); no-map = the same with --no-map; osmium = `osmium export -f geojsonseq` of the"
+            + " same file (it too assembles multipolygons); MB = the places file")
     print(
-        "file                        elements  places   read s  +db s  osmium s   read el/s   +db el/s"
-            + "  osmium el/s  read/osm  +db/osm")
+        "file                        elements  places  features   +map s  no-map s  osmium s   +map el/s"
+            + "  no-map el/s  osmium el/s  map/osm  no-map/osm  +map MB  no-map MB")
     let database = "/tmp/placed-bench-import.db"
-    defer { unlink(database) }
+    let bare = "/tmp/placed-bench-import-no-map.db"
+    defer {
+        unlink(database)
+        unlink(bare)
+    }
+    var layers: [(file: String, bytes: Int, features: Int, squareKilometres: Double)] = []
     for file in files {
-        var read = Double.infinity
-        var withDatabase = Double.infinity
+        var withMap = Double.infinity
+        var withoutMap = Double.infinity
         var osmium = Double.infinity
         var extract: PlaceExtract?
         for _ in 0..<runs {  // interleaved, so all three see the same machine load
-            let start = BenchClock.now()
-            extract = try OSM.extractPlaces(path: file)
-            read = min(read, BenchClock.seconds(since: start))
-            try PlaceDatabase.replace(at: database, with: extract!.places)
-            withDatabase = min(withDatabase, BenchClock.seconds(since: start))
+            withMap = min(
+                withMap,
+                try BenchClock.seconds {
+                    extract = try OSM.extractPlaces(path: file)
+                    try PlaceDatabase.replace(at: database, with: extract!.places, mapFeatures: extract!.features)
+                })
+            withoutMap = min(
+                withoutMap,
+                try BenchClock.seconds {
+                    let places = try OSM.extractPlaces(path: file, mapLayer: false)
+                    try PlaceDatabase.replace(at: bare, with: places.places)
+                })
             osmium = min(osmium, try timeOsmiumExport(file))
         }
         let elements = Double(extract!.statistics.elements)
         func rate(_ seconds: Double) -> String { Int(elements / seconds).description }
         func ratio(_ seconds: Double) -> String { "\((osmium / seconds).formatted(decimals: 2))x" }
+        let mapBytes = fileSize(database)
+        let bareBytes = fileSize(bare)
+        let features = extract!.features ?? []
         print(
             String(file.split(separator: "/").last ?? "").padding(26),
             BenchFormat.pad(String(extract!.statistics.elements), 9),
-            BenchFormat.pad(String(extract!.places.count), 7),
-            BenchFormat.pad(read.formatted(decimals: 3), 8),
-            BenchFormat.pad(withDatabase.formatted(decimals: 3), 6),
-            BenchFormat.pad(osmium.formatted(decimals: 3), 9), BenchFormat.pad(rate(read), 11),
-            BenchFormat.pad(rate(withDatabase), 10), BenchFormat.pad(rate(osmium), 12), BenchFormat.pad(ratio(read), 9),
-            BenchFormat.pad(ratio(withDatabase), 8))
+            BenchFormat.pad(String(extract!.places.count), 7), BenchFormat.pad(String(features.count), 9),
+            BenchFormat.pad(withMap.formatted(decimals: 3), 8), BenchFormat.pad(withoutMap.formatted(decimals: 3), 9),
+            BenchFormat.pad(osmium.formatted(decimals: 3), 9), BenchFormat.pad(rate(withMap), 11),
+            BenchFormat.pad(rate(withoutMap), 12), BenchFormat.pad(rate(osmium), 12),
+            BenchFormat.pad(ratio(withMap), 8), BenchFormat.pad(ratio(withoutMap), 11),
+            BenchFormat.pad((Double(mapBytes) / 1e6).formatted(decimals: 2), 8),
+            BenchFormat.pad((Double(bareBytes) / 1e6).formatted(decimals: 2), 10))
+        layers.append(
+            (
+                String(file.split(separator: "/").last ?? ""), mapBytes - bareBytes, features.count,
+                squareKilometres(features.map(\.bounds))
+            ))
     }
+    for layer in layers {
+        print(
+            "map layer \(layer.file): \(layer.bytes / 1000) kB for \(layer.features) features over"
+                + " \(layer.squareKilometres.formatted(decimals: 2)) km² = "
+                + "\((Double(layer.bytes) / 1000 / max(layer.squareKilometres, 1e-9)).formatted(decimals: 0)) kB/km²")
+    }
+}
+
+/// Bytes in a file; 0 when it cannot be read.
+func fileSize(_ path: String) -> Int {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int(info.st_size) : 0
+}
+
+/// The area of the box around every box, km² (an extract is cut to a box).
+func squareKilometres(_ boxes: [BoundingBox]) -> Double {
+    guard let first = boxes.first else { return 0 }
+    var all = first
+    for box in boxes.dropFirst() {
+        all.minLatitude = min(all.minLatitude, box.minLatitude)
+        all.maxLatitude = max(all.maxLatitude, box.maxLatitude)
+        all.minLongitude = min(all.minLongitude, box.minLongitude)
+        all.maxLongitude = max(all.maxLongitude, box.maxLongitude)
+    }
+    let middle = Coordinate(
+        latitude: (all.minLatitude + all.maxLatitude) / 2, longitude: (all.minLongitude + all.maxLongitude) / 2)
+    let projection = LocalProjection(origin: middle)
+    return (all.maxLatitude - all.minLatitude) * projection.metresPerDegreeLatitude
+        * (all.maxLongitude - all.minLongitude) * projection.metresPerDegreeLongitude / 1e6
 }
 
 /// The Helsinki extract, found from this source file: <repo>/data, else <repo>/../shared/data.

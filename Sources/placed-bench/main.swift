@@ -6,7 +6,14 @@
 
 /// name → (one-line description, run with the remaining arguments).
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
-    ("import", ".osm.pbf import speed (elements/s) beside osmium export", runImportBenchmark),
+    (
+        "import", ".osm.pbf import speed (elements/s) with and without the map layer beside osmium export",
+        runImportBenchmark
+    ),
+    (
+        "map", "map layer: query around random points, Map reply size, placectl map to SVG and PNG; kB/km²",
+        runMapBenchmark
+    ),
     ("snap", "ranker top-1/top-5 vs nearest and HA zone at accuracy 5/15/30 m; time per fix", snapBenchmark),
     ("index", "within-250 m query p50/p99: packed kd-tree beside SQLite R*Tree, 1 M and 5 M places", runIndexBenchmark),
     ("load", "start-up: open + load 1 M places (ms, RSS) in a fresh process", runLoadBenchmark),

@@ -1,8 +1,11 @@
 """`placectl import`: success, the progress bar only on a terminal, and every failure leaving the
-existing database untouched (exit 1, named error) while usage mistakes exit 2."""
+existing database untouched (exit 1, named error) while usage mistakes exit 2; the map layer, the
+addresses and multipolygons, and the place count against an independent count by osmium."""
 import hashlib
+import json
 import os
 import pty
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -29,19 +32,104 @@ def existing_db(tmp_path, places_db):
     return db
 
 
-def test_import_writes_database_and_one_line_summary(existing_db, placectl_bin):
+def test_import_writes_database_and_summary(existing_db, placectl_bin):
     out = run(placectl_bin, HELSINKI, f"--db={existing_db}")
     assert out.returncode == 0, out.stderr
     assert out.stderr == "", "no progress output when stderr is not a terminal"
     lines = out.stdout.splitlines()
-    assert len(lines) == 1
     assert lines[0].startswith("imported ") and "from 30,010 elements in " in lines[0]
     assert lines[0].endswith(f"→ {existing_db}")
     places = int(lines[0].split()[1].replace(",", ""))
     assert places > 1500
+    addresses = re.fullmatch(r"addresses: ([\d.]+) % of places \(own ([\d.]+) %, building [\d.]+ %, "
+                             r"nearby [\d.]+ %, street [\d.]+ %\)", lines[1])
+    assert addresses, lines[1]
+    assert float(addresses.group(1)) >= 95, "DESIGN.md: an address for every place that has one near"
+    assert 70 <= float(addresses.group(2)) <= 80, "about three quarters have their own addr:*"
+    features = int(re.fullmatch(r"map layer: ([\d,]+) features", lines[2]).group(1).replace(",", ""))
+    assert features > 2000
+    multipolygons = re.fullmatch(r"multipolygons: (\d+) assembled, (\d+) skipped \(incomplete or rings do not close\):",
+                                 lines[3])
+    assert multipolygons and int(multipolygons.group(1)) > 50, lines[3]
+    skipped = lines[4:]
+    assert len(skipped) == int(multipolygons.group(2))
+    assert all(re.fullmatch(r"  osm:relation/\d+: .+", line) for line in skipped)
+    assert any(line.startswith("  osm:relation/2919185: ") for line in skipped), "Kauppatori, cut by the extract"
     with sqlite3.connect(f"file:{existing_db}?mode=ro", uri=True) as db:
         assert db.execute("select count(*) from places").fetchone()[0] == places
+        assert db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "3"
+        assert db.execute("select count(*) from map_features").fetchone()[0] == features
+        assert db.execute("select count(*) from map_bounds").fetchone()[0] == features
+        sources = dict(db.execute("select address_source, count(*) from places group by 1").fetchall())
+        assert set(sources) <= {"own", "building", "nearby", "street", "none"}
+        assert sum(sources.values()) == places
+        swedish = db.execute("select count(*) from places where names like '%sv' || char(31) || '%'").fetchone()[0]
+        assert swedish > 250, "Helsinki is bilingual: name:sv kept"
     assert sorted(p.name for p in existing_db.parent.iterdir()) == ["places.db"], "no temporary files left"
+
+
+def test_no_map_leaves_the_layer_out_and_the_places_as_they_were(existing_db, placectl_bin, tmp_path):
+    bare = tmp_path / "bare.db"
+    out = run(placectl_bin, HELSINKI, "--db", bare, "--no-map")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[2] == "map layer: left out (--no-map)"
+    assert run(placectl_bin, HELSINKI, "--db", existing_db).returncode == 0
+    query = "select id, name, address, address_source, names, latitude, longitude from places order by id"
+    with sqlite3.connect(f"file:{bare}?mode=ro", uri=True) as without, \
+            sqlite3.connect(f"file:{existing_db}?mode=ro", uri=True) as with_map:
+        assert without.execute("select count(*) from map_features").fetchone()[0] == 0
+        assert without.execute("select value from meta where key = 'map_layer'").fetchone()[0] == "0"
+        assert with_map.execute("select value from meta where key = 'map_layer'").fetchone()[0] == "1"
+        assert without.execute(query).fetchall() == with_map.execute(query).fetchall()
+    assert bare.stat().st_size < existing_db.stat().st_size
+
+
+# DESIGN.md "Place data", written out again here, applied to what osmium reads and assembles.
+MAIN_KEYS = [
+    ("amenity", lambda v: v not in ("parking_space", "parking_entrance", "waste_disposal", "bench")),
+    ("shop", None), ("tourism", None), ("leisure", None), ("office", None), ("craft", None), ("club", None),
+    ("emergency", lambda v: v != "fire_hydrant"), ("healthcare", None), ("historic", None),
+    ("public_transport", None), ("railway", lambda v: v in ("station", "halt", "tram_stop")),
+    ("highway", lambda v: v == "bus_stop"), ("aeroway", lambda v: v in ("aerodrome", "terminal")),
+]
+
+
+def is_place(tags, element):
+    if not tags.get("name"):
+        return False
+    if any(tags.get(key) and (rule is None or rule(tags[key])) for key, rule in MAIN_KEYS):
+        return True
+    return element != "node" and tags.get("building", "no") not in ("", "no")
+
+
+def test_place_count_is_within_3_percent_of_osmium_with_multipolygons(placectl_bin, tmp_path):
+    """osmium tags-filter and export (its own multipolygon assembly) count the places independently."""
+    filtered, exported = tmp_path / "filtered.osm.pbf", tmp_path / "places.geojsonseq"
+    keys = [key for key, _ in MAIN_KEYS] + ["building"]
+    subprocess.run(["osmium", "tags-filter", HELSINKI, *["nwr/" + key for key in keys], "-o", filtered, "--overwrite"],
+                   check=True, capture_output=True, timeout=60)
+    subprocess.run(["osmium", "export", filtered, "-f", "geojsonseq", "-a", "type,id", "-o", exported, "--overwrite"],
+                   check=True, capture_output=True, timeout=60)
+    ids = set()
+    for line in exported.read_text().split("\n"):  # not splitlines: it splits at the RS before each record
+        if not line.strip("\x1e"):
+            continue
+        feature = json.loads(line.lstrip("\x1e"))
+        properties = feature["properties"]
+        tags = {k: v for k, v in properties.items() if not k.startswith("@")}
+        if is_place(tags, properties["@type"]):
+            ids.add((properties["@type"], properties["@id"]))
+    relations = sum(1 for element, _ in ids if element == "relation")
+    assert relations >= 8, "multipolygon places counted"
+
+    db = tmp_path / "places.db"
+    out = run(placectl_bin, HELSINKI, "--db", db)
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        imported = connection.execute("select count(*) from places").fetchone()[0]
+        ours = connection.execute("select count(*) from places where id like 'osm:relation/%'").fetchone()[0]
+    assert abs(imported - len(ids)) <= 0.03 * len(ids), (imported, len(ids))
+    assert abs(ours - relations) <= max(1, 0.03 * relations), (ours, relations)
 
 
 def test_progress_bar_on_a_terminal(existing_db, placectl_bin):
@@ -123,4 +211,5 @@ def test_usage_errors_exit_2(placectl_bin, arguments):
 def test_help(placectl_bin):
     out = run(placectl_bin, "--help")
     assert out.returncode == 0
-    assert "usage: placectl import FILE.osm.pbf [--db PATH]" in out.stdout
+    assert "usage: placectl import FILE.osm.pbf [--db PATH] [--no-map]" in out.stdout
+    assert "--no-map" in out.stdout

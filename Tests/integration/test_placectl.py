@@ -90,12 +90,12 @@ def test_status_is_the_default(daemon):
     assert fields["location"] == "60.1699000,24.9384000 ±10 m (2d)"
     assert fields["fix age"].endswith(" s")
     assert fields["generation"] == "1"
-    assert fields["places"] == "1,636 loaded"
+    assert fields["places"] == "1,644 loaded"
     assert fields["distance filter"] == "50 m"
     assert fields["marker"] == "none yet"
 
     status = daemon.json("status")
-    assert status["source"] == "static" and status["generation"] == 1 and status["places"] == 1636
+    assert status["source"] == "static" and status["generation"] == 1 and status["places"] == 1644
     assert status["location"]["latitude"] == pytest.approx(60.1699) and status["location"]["age"] >= 0
     assert status["distance_filter"] == 50 and status["stale"] is False
     assert "marker" not in status
@@ -166,6 +166,15 @@ def test_daemon_errors_exit_1_with_their_name(daemon, arguments, name):
     assert out.stderr.startswith("placectl: ") and out.stderr.rstrip().endswith("(%s%s)" % (ERROR, name))
     # --json changes only the output of success.
     assert daemon.ctl(*arguments, "--json").stderr == out.stderr
+
+
+def test_map_asks_placed_for_its_map_layer(daemon, tmp_path):
+    # Until placed serves Map (WIRING.md), the call is made and its refusal named; nothing is written.
+    out = daemon.ctl("map", "--output", tmp_path / "map.svg")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == "placectl: this placed does not offer io.placed.Places.Map " \
+                         "(org.varlink.service.MethodNotFound)\n"
+    assert not (tmp_path / "map.svg").exists()
 
 
 def test_rank_is_a_what_if_query(daemon):
@@ -245,6 +254,8 @@ def test_a_socket_nobody_listens_on(placectl_bin, tmp_path):
     ["frobnicate"], ["places", "--frobnicate"], ["select"], ["select", "a", "b"], ["rank", "60.1"],
     ["rank", "north", "east"], ["places", "--limit", "0"], ["places", "--limit"], ["rank", "1", "2", "--accuracy", "-3"],
     ["--bus", "--socket", "/x", "status"], ["--json", "import", "x.osm.pbf"], ["history", "--before", "x"],
+    ["map", "--at", "60.17"], ["map", "--at", "95,24"], ["map", "--radius", "5000"], ["map", "--size", "800"],
+    ["map", "--limit", "21"], ["map", "extra"],
 ])
 def test_usage_errors_exit_2(placectl_bin, arguments):
     out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
@@ -256,7 +267,8 @@ def test_usage_errors_exit_2(placectl_bin, arguments):
     assert lines[2].startswith("Try 'placectl") and lines[2].endswith(" --help'.")
 
 
-@pytest.mark.parametrize("command", ["status", "places", "select", "watch", "history", "rank", "refresh", "import"])
+@pytest.mark.parametrize("command", ["status", "places", "select", "watch", "history", "rank", "refresh", "map",
+                                     "import"])
 def test_help_everywhere(placectl_bin, command):
     for arguments in ([command, "--help"], [command, "-h"], ["--help", command]):
         out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
@@ -268,7 +280,7 @@ def test_help_everywhere(placectl_bin, command):
 def test_root_help_lists_the_commands_and_version(placectl_bin):
     out = subprocess.run([placectl_bin, "--help"], capture_output=True, text=True, timeout=10)
     assert out.returncode == 0
-    for command in ("status", "places", "select", "watch", "history", "rank", "refresh", "import"):
+    for command in ("status", "places", "select", "watch", "history", "rank", "refresh", "map", "import"):
         assert "\n  %s " % command in out.stdout
     version = subprocess.run([placectl_bin, "--version"], capture_output=True, text=True, timeout=10)
     assert version.returncode == 0 and version.stdout.startswith("placectl ")
@@ -359,6 +371,10 @@ def test_bus_status_and_places_match_varlink(bus_daemon):
                                          "attribution"}
     # Rank without --accuracy means the same over both (NaN on D-Bus, absent on varlink).
     assert bus_daemon.json("rank", "60.171", "24.941") == over_socket(bus_daemon, "rank", "60.171", "24.941")
+    # D-Bus has no map: said so, before anything is asked.
+    drawn = bus_daemon.ctl("map")
+    assert drawn.returncode == 1 and drawn.stdout == ""
+    assert drawn.stderr == "placectl: placectl map needs placed's varlink socket: D-Bus has no map\n"
 
 
 def test_bus_select_by_row_history_and_named_error(bus_daemon):

@@ -37,9 +37,9 @@ def test_ready_status_watchdog_stopping_in_order(placed_bin, places_db, tmp_path
     assert keys.index("READY") < keys.index("WATCHDOG") < keys.index("STOPPING")
     ready = next(m for _, m in notify.messages if "READY" in m)
     # READY only once places are loaded and the socket listens: the status says so.
-    assert re.search(r"1,?636 places", ready["STATUS"]), ready
+    assert re.search(r"1,?644 places", ready["STATUS"]), ready
     statuses = [m["STATUS"] for _, m in notify.messages if "STATUS" in m]
-    assert any(re.search(r"Static position ±8 m, 1,?636 places, ranking 1", s) for s in statuses), statuses
+    assert any(re.search(r"Static position ±8 m, 1,?644 places, ranking 1", s) for s in statuses), statuses
     # sd-event pings from half of WATCHDOG_USEC, within a window up to three quarters (it coalesces
     # wake-ups): every 0.2-0.3 s for 0.4 s, and never as late as the deadline itself.
     pings = [t for t, m in notify.messages if "WATCHDOG" in m]

@@ -46,7 +46,7 @@ def test_introspection_returns_the_shipped_interface(start_placed):
         with pytest.raises(varlink.InterfaceNotFound):
             service.GetInterfaceDescription("io.placed.Nothing")
     methods = {name for name, member in INTERFACE.members.items() if isinstance(member, varlink.scanner._Method)}
-    assert methods == {"Current", "Rank", "Select", "Refresh", "History", "Status", "Watch"}
+    assert methods == {"Current", "Rank", "Select", "Refresh", "History", "Status", "Watch", "Map"}
 
 
 def test_methods_answer_the_pypi_client_as_the_interface_declares(start_placed):
@@ -63,7 +63,7 @@ def test_methods_answer_the_pypi_client_as_the_interface_declares(start_placed):
         assert likelihoods == sorted(likelihoods, reverse=True)
         assert all(0 <= x <= 1 for x in likelihoods) and sum(likelihoods) <= 1 + 1e-9
         assert all(p["attribution"] == "© OpenStreetMap contributors" for p in ranked)
-        assert all(p["id"].startswith(("osm:node/", "osm:way/")) for p in ranked)
+        assert all(p["id"].startswith(("osm:node/", "osm:way/", "osm:relation/")) for p in ranked)
 
         longest = places.Current(limit=20)
         assert returns("Current", longest) == []
@@ -236,10 +236,10 @@ def test_a_places_file_placed_cannot_load_is_no_reason_to_exit(start_placed, pla
     shutil.copy(places_db, tmp_path / "places.db")
     db = sqlite3.connect(tmp_path / "places.db")
     with db:
-        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     db.close()
     placed = start_placed("--static", HELSINKI_CENTER, static=None)
-    placed.wait_for(r"error: cannot load the places: .* schema version 2 \(found 1\); rankings stay empty until "
+    placed.wait_for(r"error: cannot load the places: .* schema version 3 \(found 2\); rankings stay empty until "
                     r"a new import \(placectl import, then placectl refresh\)")
     with placed.open() as places:
         assert places.Status()["places"] == 0

@@ -39,6 +39,26 @@ enum InterfaceDescriptions {
           selection: int
         )
 
+        # A thing drawn on the map around a position, as a GeoJSON Feature (RFC 7946): type is "Feature",
+        # id the OSM element ("osm:way/456", "osm:relation/789").
+        type MapFeature (
+          type: string,
+          id: string,
+          properties: MapFeatureProperties,
+          geometry: MapGeometry
+        )
+
+        # kind: street, path, rail, building, water, green or square (the order they are drawn in is
+        # green, water, square, building, rail, path, street); class: the OSM value that made it so (a
+        # street's or path's highway value such as "primary" or "footway", "tram", a building's value,
+        # "park", "grass", "water"); name: in the language asked for, else the name tag; absent: unnamed.
+        type MapFeatureProperties (kind: string, class: string, name: ?string)
+
+        # type: LineString, Polygon or MultiPolygon; coordinates: [longitude, latitude] positions in
+        # degrees (WGS 84, to 1e-6), nested as GeoJSON nests them for the type, rings closed, each
+        # polygon's outer ring first, then its holes.
+        type MapGeometry (type: string, coordinates: object)
+
         # The latest ranking.
         method Current(limit: ?int) -> (generation: int, stale: bool, location: ?Location, places: []Place)
 
@@ -66,6 +86,12 @@ enum InterfaceDescriptions {
           marker: ?Marker
         )
 
+        # The map layer around a position: the features whose bounding box comes within radius metres
+        # (0 to 1000) of latitude, longitude, nearest first; names in language (a language code, "sv",
+        # "sv-FI" or a locale, "sv_FI.UTF-8"; absent: each name tag). TooManyFeatures past 5000 features:
+        # ask again with a smaller radius. NoMapLayer when the places file was imported with --no-map.
+        method Map(latitude: float, longitude: float, radius: float, language: ?string) -> (features: []MapFeature)
+
         # With `more`: the current state first, then each ranking and marker as it happens.
         method Watch() -> (generation: int, stale: bool, location: ?Location, places: ?[]Place, marker: ?Marker)
 
@@ -73,6 +99,9 @@ enum InterfaceDescriptions {
         error NotInRanking (id: string)
         error InvalidLimit (limit: int, maximum: int)
         error InvalidPosition (latitude: float, longitude: float, accuracy: ?float)
+        error InvalidRadius (radius: float, maximum: float)
+        error TooManyFeatures (maximum: int)
+        error NoMapLayer ()
         # Reading needs root or the groups placed or placed-read; Select and Refresh root or group placed.
         error PermissionDenied (operation: string, requirement: string)
         error StoreFailed (reason: string)

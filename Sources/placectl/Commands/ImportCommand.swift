@@ -8,21 +8,27 @@ import PlacedSystem
     import Glibc
 #endif
 
-/// `placectl import FILE.osm.pbf [--db PATH]`: read an OpenStreetMap extract, write the place database.
+/// `placectl import FILE.osm.pbf [--db PATH] [--no-map]`: read an OpenStreetMap extract, write the
+/// place database (places and, unless --no-map, the map layer).
 enum ImportCommand: Command {
     static let defaultDatabasePath = "/var/lib/placed/places.db"
 
     static let spec = CommandSpec(
         name: "import",
         abstract: "replace the place database with the places of an OpenStreetMap extract",
-        synopsis: "FILE.osm.pbf [--db PATH]",
+        synopsis: "FILE.osm.pbf [--db PATH] [--no-map]",
         discussion: """
-            Reads the places of an OpenStreetMap extract (.osm.pbf) and replaces the place database
-            atomically: a failed import leaves the existing database as it was. placed loads the new
-            places on 'placectl refresh' (or SIGHUP).
+            Reads the places of an OpenStreetMap extract (.osm.pbf), with an address for each where
+            one is near, and the map layer 'placectl map' draws (streets, buildings, water, green
+            areas), and replaces the place database atomically: a failed import leaves the existing
+            database as it was. placed loads the new places on 'placectl refresh' (or SIGHUP).
+            Multipolygons whose rings do not close are skipped and named.
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
-        options: [.value("db", "PATH", help: "the database to replace (default \(defaultDatabasePath))")],
+        options: [
+            .value("db", "PATH", help: "the database to replace (default \(defaultDatabasePath))"),
+            .flag("no-map", help: "leave the map layer out (a smaller file; no 'placectl map')"),
+        ],
         epilogue: "Exit status: 0 imported, 1 error (named on stderr), 2 usage.")
 
     static func run(_ context: Context) throws {
@@ -34,9 +40,11 @@ enum ImportCommand: Command {
         let bar = isatty(2) == 1 ? ProgressBar(start: start) : nil
         let extract: PlaceExtract
         do {
-            extract = try OSM.extractPlaces(path: file) { bar?.update($0) }
+            extract = try OSM.extractPlaces(path: file, mapLayer: !context.arguments.has("no-map")) {
+                bar?.update($0)
+            }
             bar?.show("writing \(extract.places.count.grouped) places to \(database)")
-            try PlaceDatabase.replace(at: database, with: extract.places)
+            try PlaceDatabase.replace(at: database, with: extract.places, mapFeatures: extract.features)
         } catch {
             bar?.clear()
             throw CommandFailure(command: spec.qualifiedName, message: "\(error)")
@@ -47,6 +55,30 @@ enum ImportCommand: Command {
             "imported \(extract.places.count.grouped) places from "
                 + "\(extract.statistics.elements.grouped) elements in \(seconds.formatted(decimals: 2)) s → \(database)"
         )
+        print(summary(of: extract).joined(separator: "\n"))
+    }
+
+    /// The lines after the first: addresses, the map layer, multipolygons and what was skipped.
+    static func summary(of extract: PlaceExtract) -> [String] {
+        let count = max(extract.places.count, 1)
+        func share(_ n: Int) -> String { "\((100 * Double(n) / Double(count)).formatted(decimals: 1)) %" }
+        let sources = extract.addressSources
+        let withAddress = extract.places.count - (sources[.none] ?? 0)
+        var lines = [
+            "addresses: \(share(withAddress)) of places ("
+                + AddressSource.allCases.filter { $0 != .none }.map { "\($0.rawValue) \(share(sources[$0] ?? 0))" }
+                .joined(separator: ", ") + ")",
+            "map layer: "
+                + (extract.features.map { "\($0.count.grouped) features" } ?? "left out (--no-map)"),
+        ]
+        let skipped = extract.statistics.skippedRelations
+        var multipolygons = "multipolygons: \(extract.statistics.multipolygons.grouped) assembled"
+        if !skipped.isEmpty {
+            multipolygons += ", \(skipped.count.grouped) skipped (incomplete or rings do not close):"
+        }
+        lines.append(multipolygons)
+        lines += skipped.map { "  \($0)" }
+        return lines
     }
 }
 

@@ -1,0 +1,114 @@
+import PlacedCore
+import PlacedJSON
+import PlacedWire
+
+/// What `placectl map` draws: the map layer around a centre, the fix with its accuracy circle, the
+/// ranked places and the marker. Built from placed's varlink replies (`Current`, `Status`, `Map`) or
+/// directly, so the drawing can be tested without a daemon.
+public struct MapScene: Sendable, Equatable {
+    public struct Fix: Sendable, Equatable {
+        public var coordinate: Coordinate
+        /// The 95 % radius in metres, as every accuracy in placed's interfaces; nil when unknown.
+        public var accuracy: Double?
+
+        public init(coordinate: Coordinate, accuracy: Double?) {
+            self.coordinate = coordinate
+            self.accuracy = accuracy
+        }
+    }
+
+    public struct RankedPlace: Sendable, Equatable {
+        public var id: String
+        public var name: String
+        public var coordinate: Coordinate
+        /// 0…1, relative within the ranking.
+        public var likelihood: Double
+
+        public init(id: String, name: String, coordinate: Coordinate, likelihood: Double) {
+            self.id = id
+            self.name = name
+            self.coordinate = coordinate
+            self.likelihood = likelihood
+        }
+    }
+
+    public struct Marker: Sendable, Equatable {
+        public var title: String
+        public var address: String?
+        public var coordinate: Coordinate
+
+        public init(title: String, address: String?, coordinate: Coordinate) {
+            self.title = title
+            self.address = address
+            self.coordinate = coordinate
+        }
+    }
+
+    /// The middle of the map.
+    public var center: Coordinate
+    /// Metres from the centre to the nearer edges (top and bottom of a landscape map).
+    public var radius: Double
+    public var features: [MapFeature]
+    public var fix: Fix?
+    /// Best first: pin 1 is the most likely.
+    public var places: [RankedPlace]
+    public var marker: Marker?
+
+    public init(
+        center: Coordinate, radius: Double, features: [MapFeature], fix: Fix? = nil, places: [RankedPlace] = [],
+        marker: Marker? = nil
+    ) {
+        self.center = center
+        self.radius = radius
+        self.features = features
+        self.fix = fix
+        self.places = places
+        self.marker = marker
+    }
+
+    /// The radius to ask `Map` for so that a `width`×`height` map of `radius` (to its nearer edges) is
+    /// covered to its corners.
+    public static func queryRadius(radius: Double, width: Int, height: Int) -> Double {
+        let shorter = Double(min(width, height))
+        let halfDiagonal = (Double(width * width + height * height)).squareRoot() / 2
+        return radius * halfDiagonal / (shorter / 2)
+    }
+
+    /// From the replies of `Current` (location, places), `Status` (marker) and `Map` (features);
+    /// `center` nil: the fix's position. Features that do not read as `MapFeature.init(geoJSON:)`
+    /// are left out; a reply without `features` is a protocol violation.
+    public init(
+        current: [String: JSON], status: [String: JSON], map: [String: JSON], center: Coordinate?, radius: Double
+    ) throws(ClientError) {
+        func coordinate(_ object: JSON?) -> Coordinate? {
+            guard let latitude = object?["latitude"]?.double, let longitude = object?["longitude"]?.double else {
+                return nil
+            }
+            let c = Coordinate(latitude: latitude, longitude: longitude)
+            return c.isValid ? c : nil
+        }
+        let location = current["location"]
+        let fix = coordinate(location).map { Fix(coordinate: $0, accuracy: location?["accuracy"]?.double) }
+        guard let middle = center ?? fix?.coordinate else {
+            throw .unsupported("placed has no location yet: give the map's centre with --at LAT,LON")
+        }
+        guard let features = map["features"]?.array else {
+            throw .protocolViolation("a Map reply without features")
+        }
+        let places = (current["places"]?.array ?? []).compactMap { place -> RankedPlace? in
+            guard let id = place["id"]?.string, let at = coordinate(place) else { return nil }
+            return RankedPlace(
+                id: id, name: place["name"]?.string ?? id, coordinate: at,
+                likelihood: place["likelihood"]?.double ?? 0)
+        }
+        var marker: Marker?
+        if let place = status["marker"]?["place"], let at = coordinate(place) {
+            marker = Marker(
+                title: place["name"]?.string ?? place["id"]?.string ?? "marker", address: place["address"]?.string,
+                coordinate: at)
+        }
+        self.init(
+            center: middle, radius: radius, features: features.compactMap(MapFeature.init(geoJSON:)), fix: fix,
+            places: places, marker: marker)
+    }
+}

@@ -1,0 +1,262 @@
+import PlacedCore
+
+/// Gathers places, the map layer and the addresses places may borrow while blocks are decoded.
+/// Node places are complete at once; ways and relations wait for `finish()`, when every node
+/// location and way is known, because a file need not list nodes first and relations come last.
+struct ExtractCollector {
+    /// Whether to keep the map layer; without it only what addresses need is kept (named streets,
+    /// buildings with an address).
+    let includesMapLayer: Bool
+    var nodes = NodeLocations()
+    var ways = WayStore()
+    var relationCount = 0
+    private(set) var places: [Place] = []
+    private var addresses = AddressBook()
+
+    /// What an element's tags make of it.
+    struct Description {
+        var place: (name: String, kind: String, address: String?)?
+        var localizedNames: [String: String]
+        var feature: MapRules.Classification?
+        var name: String?
+        /// A building's address that places inside or near it may borrow.
+        var buildingAddress: String?
+
+        /// A named street, path or square: "near <street>" for places far from any address.
+        var streetName: String? {
+            guard let feature, [.street, .path, .square].contains(feature.kind) else { return nil }
+            return name
+        }
+    }
+
+    private struct PendingWay {
+        let number: Int
+        let isClosed: Bool
+        let description: Description
+    }
+    private var pendingWays: [PendingWay] = []
+
+    private struct PendingRelation {
+        let id: Int64
+        let memberWays: [Int64]
+        let description: Description
+    }
+    private var pendingRelations: [PendingRelation] = []
+
+    init(includesMapLayer: Bool) { self.includesMapLayer = includesMapLayer }
+
+    var nodeCount: Int { nodes.count }
+    var wayCount: Int { ways.count }
+    var elementCount: Int { nodeCount + wayCount + relationCount }
+
+    mutating func addNode(id: Int64, location: NodeLocation, tags: ElementTags, strings: StringTable) {
+        if let lendable = tags.lendableAddress(strings) { addresses.addPoint(location.coordinate, address: lendable) }
+        guard tags.mayBePlace(isWay: false), let (name, kind, address) = tags.place(isWay: false, strings: strings)
+        else { return }
+        places.append(
+            Place(
+                id: "osm:node/\(id)", name: name, kind: kind, address: address, coordinate: location.coordinate,
+                localizedNames: tags.localizedNames(strings)))
+    }
+
+    mutating func addWay(id: Int64, refs: ProtobufReader, tags: ElementTags, strings: StringTable)
+        throws(ProtobufError)
+    {
+        let way = try ways.append(id: id, refs: refs)
+        let isClosed = way.count >= 4 && way.first == way.last
+        guard let description = describe(tags, strings: strings, isClosed: isClosed, isRelation: false) else {
+            return
+        }
+        pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
+    }
+
+    mutating func addRelation(id: Int64, memberWays: [Int64], tags: ElementTags, strings: StringTable) {
+        guard tags.value(PlaceRules.type, is: "multipolygon", in: strings), !memberWays.isEmpty,
+            let description = describe(tags, strings: strings, isClosed: true, isRelation: true)
+        else { return }
+        pendingRelations.append(PendingRelation(id: id, memberWays: memberWays, description: description))
+    }
+
+    /// What the import keeps of an element; nil for nothing.
+    private func describe(_ tags: ElementTags, strings: StringTable, isClosed: Bool, isRelation: Bool)
+        -> Description?
+    {
+        let place = tags.mayBePlace(isWay: true) ? tags.place(isWay: true, strings: strings) : nil
+        var feature = MapRules.classify(tags, strings: strings, isClosed: isClosed, isRelation: isRelation)
+        let name = tags.text(PlaceRules.name, in: strings).flatMap { $0.isEmpty ? nil : $0 }
+        let buildingAddress =
+            feature?.kind == .building && tags.mayHaveAddress ? tags.lendableAddress(strings) : nil
+        var description = Description(
+            place: place, localizedNames: [:], feature: feature, name: name, buildingAddress: buildingAddress)
+        if !includesMapLayer && description.streetName == nil && buildingAddress == nil { feature = nil }
+        description.feature = feature
+        guard place != nil || feature != nil else { return nil }
+        description.localizedNames = tags.localizedNames(strings)
+        return description
+    }
+
+    /// Resolves the pending ways and relations; returns every place (with its address), the map
+    /// layer, and what could not be made.
+    mutating func finish() -> (
+        places: [Place], features: [MapFeature], incompleteWays: Int, multipolygons: Int,
+        skipped: [SkippedRelation]
+    ) {
+        nodes.finish()
+        ways.finish()
+        var features: [MapFeature] = []
+        var incomplete = 0
+        for way in pendingWays {
+            guard let locations = locations(ofWay: way.number) else {
+                if way.description.place != nil { incomplete += 1 }
+                continue
+            }
+            let points = Self.withoutRepeats(locations.map(\.coordinate))
+            let id = "osm:way/\(ways.id(of: way.number))"
+            let isArea = way.isClosed && points.count >= 4
+            if let place = way.description.place {
+                places.append(Self.wayPlace(id: id, place, way.description, points: points, isArea: isArea))
+            }
+            // A closed street is still a line; an area feature is only ever classified for a ring.
+            if let feature = way.description.feature, feature.isArea ? isArea : points.count >= 2 {
+                let geometry: MapFeature.Geometry =
+                    feature.isArea ? .polygons([[Simplification.ring(points)]]) : .line(Simplification.line(points))
+                add(geometry, of: id, way.description, to: &features)
+            }
+        }
+
+        var multipolygons = 0
+        var skipped: [SkippedRelation] = []
+        for relation in pendingRelations {
+            let id = "osm:relation/\(relation.id)"
+            var members: [[NodeLocation]] = []
+            var missing: String?
+            for wayID in relation.memberWays {
+                guard let number = ways.number(of: wayID) else {
+                    missing = "way \(wayID) is not in the file"
+                    break
+                }
+                guard let locations = locations(ofWay: number) else {
+                    missing = "a node of way \(wayID) is not in the file"
+                    break
+                }
+                members.append(locations)
+            }
+            if let missing {
+                skipped.append(SkippedRelation(id: id, reason: missing))
+                continue
+            }
+            switch MultipolygonAssembler.assemble(members) {
+            case .failure(let failure):
+                skipped.append(SkippedRelation(id: id, reason: failure.description))
+            case .success(let polygons):
+                multipolygons += 1
+                if let place = relation.description.place,
+                    let made = Self.areaPlace(id: id, place, relation.description, polygons: polygons)
+                {
+                    places.append(made)
+                }
+                let simplified = polygons.map { $0.map { Simplification.ring($0) } }
+                add(.polygons(simplified), of: id, relation.description, to: &features)
+            }
+        }
+        pendingWays = []
+        pendingRelations = []
+        addresses.assign(to: &places)
+        return (places, features, incomplete, multipolygons, skipped)
+    }
+
+    /// Keeps a feature for the map layer and for the addresses it lends.
+    private mutating func add(
+        _ geometry: MapFeature.Geometry, of id: String, _ description: Description, to features: inout [MapFeature]
+    ) {
+        guard let feature = description.feature, feature.isArea == (geometry.polygons != nil) else { return }
+        if let address = description.buildingAddress, let polygons = geometry.polygons {
+            addresses.addBuilding(polygons: polygons, address: address)
+        }
+        if let street = description.streetName {
+            addresses.addStreet(
+                name: street, lines: geometry.polygons?.flatMap { $0 } ?? geometry.line.map { [$0] } ?? [])
+        }
+        guard includesMapLayer else { return }
+        features.append(
+            MapFeature(
+                id: id, kind: feature.kind, featureClass: feature.featureClass, name: description.name,
+                localizedNames: description.localizedNames, geometry: geometry))
+    }
+
+    /// The locations of a way's nodes; nil when a node is missing from the file (an extract cut
+    /// through the way: osmium export leaves such ways out too).
+    private func locations(ofWay number: Int) -> [NodeLocation]? {
+        var locations: [NodeLocation] = []
+        for ref in ways.refs(of: number) {
+            guard let location = nodes.location(of: ref) else { return nil }
+            locations.append(location)
+        }
+        return locations.isEmpty ? nil : locations
+    }
+
+    /// Two nodes at one spot add no vertex (osmium's geometries drop them too).
+    private static func withoutRepeats(_ points: [Coordinate]) -> [Coordinate] {
+        var kept: [Coordinate] = []
+        kept.reserveCapacity(points.count)
+        for point in points where point != kept.last { kept.append(point) }
+        return kept
+    }
+
+    /// A closed way is an area: a point inside it, its area and its outline. An open way (or a
+    /// closed one with no interior) is a line: its middle vertex, no area.
+    private static func wayPlace(
+        id: String, _ tags: (name: String, kind: String, address: String?), _ description: Description,
+        points: [Coordinate], isArea: Bool
+    ) -> Place {
+        let bounds = Shape.bounds(of: points)
+        var place = Place(
+            id: id, name: tags.name, kind: tags.kind, address: tags.address,
+            coordinate: points[points.count / 2], bounds: bounds, localizedNames: description.localizedNames)
+        if isArea, let inside = Shape.pointOnSurface(ofRing: points, bounds: bounds) {
+            place.coordinate = inside
+            place.area = Shape.area(ofRing: points, bounds: bounds)
+            place.outline = points
+        }
+        return place
+    }
+
+    /// A multipolygon place: a point inside its largest polygon (outside that polygon's holes), the
+    /// area of all polygons less their holes, the box around every outer ring, and the largest outer
+    /// ring as the outline the ranking measures distances to. Nil when no polygon has an interior.
+    private static func areaPlace(
+        id: String, _ tags: (name: String, kind: String, address: String?), _ description: Description,
+        polygons: [[[Coordinate]]]
+    ) -> Place? {
+        let areas = polygons.map { Shape.area(ofPolygons: [$0]) }
+        guard let largest = areas.indices.max(by: { areas[$0] < areas[$1] }),
+            let inside = Shape.pointOnSurface(
+                ofPolygon: polygons[largest], bounds: BoundingBox(enclosing: polygons[largest][0]))
+        else { return nil }
+        return Place(
+            id: id, name: tags.name, kind: tags.kind, address: tags.address, coordinate: inside,
+            area: areas.reduce(0, +), bounds: BoundingBox(enclosing: polygons.flatMap { $0[0] }),
+            outline: polygons[largest][0], localizedNames: description.localizedNames)
+    }
+}
+
+/// A multipolygon relation the import could not make into an area, and why.
+public struct SkippedRelation: Sendable, Equatable, CustomStringConvertible {
+    /// `osm:relation/123`.
+    public var id: String
+    public var reason: String
+
+    public var description: String { "\(id): \(reason)" }
+}
+
+extension MapFeature.Geometry {
+    var polygons: [[[Coordinate]]]? {
+        if case .polygons(let polygons) = self { return polygons }
+        return nil
+    }
+
+    var line: [Coordinate]? {
+        if case .line(let points) = self { return points }
+        return nil
+    }
+}

@@ -1,0 +1,273 @@
+import CSQLite
+import PlacedCore
+
+extension PlaceDatabase {
+    /// The map features whose bounding box comes within `radius` metres of `center`, nearest box
+    /// first (then in file order), at most `limit`: what a map of that circle draws. The R*Tree
+    /// finds the boxes that overlap the circle's box; those farther than `radius` are dropped before
+    /// any geometry is read. To learn whether more than `limit` were there, ask for `limit + 1`.
+    ///
+    /// Throws `.noMapLayer` for a file imported with `--no-map`, `.invalidMapQuery` for a radius or
+    /// limit below 0 (or not finite) or an invalid centre, `.corrupt` for a row that does not decode.
+    public func features(within radius: Double, of center: Coordinate, limit: Int) throws(PlaceDatabaseError)
+        -> [MapFeature]
+    {
+        guard radius.isFinite, radius >= 0 else { throw .invalidMapQuery(reason: "radius \(radius) is not >= 0") }
+        guard limit >= 0 else { throw .invalidMapQuery(reason: "limit \(limit) is not >= 0") }
+        guard center.isValid else { throw .invalidMapQuery(reason: "centre \(center) is not a valid position") }
+        guard hasMapLayer else { throw .noMapLayer(path: path) }
+        guard limit > 0 else { return [] }
+        let projection = LocalProjection(origin: center)
+        let southWest = projection.coordinate(east: -radius, north: -radius)
+        let northEast = projection.coordinate(east: radius, north: radius)
+        do {
+            return try database.reading { try features(southWest, northEast, projection, radius, limit) }
+        } catch {
+            throw Self.lift(error, path: path)
+        }
+    }
+
+    private func features(
+        _ southWest: Coordinate, _ northEast: Coordinate, _ projection: LocalProjection, _ radius: Double, _ limit: Int
+    ) throws -> [MapFeature] {
+        if boundsStatement == nil {
+            boundsStatement = try database.prepare(
+                """
+                SELECT id, min_lat, max_lat, min_lon, max_lon FROM map_bounds
+                WHERE max_lat >= ?1 AND min_lat <= ?2 AND max_lon >= ?3 AND min_lon <= ?4
+                """)
+        }
+        let boxes = boundsStatement!
+        defer { boxes.reset() }
+        try boxes.bind(BoundsCoding.down(southWest.latitude), at: 1)
+        try boxes.bind(BoundsCoding.up(northEast.latitude), at: 2)
+        try boxes.bind(BoundsCoding.down(southWest.longitude), at: 3)
+        try boxes.bind(BoundsCoding.up(northEast.longitude), at: 4)
+        var near: [(distance: Double, rowid: Int64)] = []
+        while try boxes.step() {
+            let box = BoundingBox(
+                minLatitude: BoundsCoding.degrees(boxes.int64(at: 1)),
+                minLongitude: BoundsCoding.degrees(boxes.int64(at: 3)),
+                maxLatitude: BoundsCoding.degrees(boxes.int64(at: 2)),
+                maxLongitude: BoundsCoding.degrees(boxes.int64(at: 4)))
+            let distance = box.distance(from: projection)
+            if distance <= radius { near.append((distance, boxes.int64(at: 0))) }
+        }
+        near.sort { ($0.distance, $0.rowid) < ($1.distance, $1.rowid) }
+
+        if featureStatement == nil {
+            featureStatement = try database.prepare(
+                "SELECT id, kind, class, name, names, geometry FROM map_features WHERE rowid = ?")
+        }
+        let row = featureStatement!
+        var features: [MapFeature] = []
+        features.reserveCapacity(min(limit, near.count))
+        for (_, rowid) in near.prefix(limit) {
+            defer { row.reset() }
+            try row.bind(rowid, at: 1)
+            guard try row.step(), let kind = MapFeature.Kind(rawValue: row.text(at: 1) ?? ""),
+                let geometry = row.withBlob(at: 5, MapGeometryCoding.decode)
+            else {
+                throw PlaceDatabaseError.corrupt(path: path, detail: "map feature \(rowid) does not decode")
+            }
+            features.append(
+                MapFeature(
+                    id: row.text(at: 0) ?? "", kind: kind, featureClass: row.text(at: 2) ?? "",
+                    name: row.text(at: 3), localizedNames: LocalizedNamesCoding.decode(row.text(at: 4)),
+                    geometry: geometry))
+        }
+        return features
+    }
+
+    /// Writes the map layer into a new file's open transaction: rows in Z-order of their centres, so
+    /// that a neighbourhood's rows share pages; R*Tree entries in a fixed shuffled order, which SQLite's
+    /// R*Tree inserts about a quarter faster than neighbours one after another.
+    static func writeMapLayer(_ features: [MapFeature], into database: Database) throws {
+        let insertFeature = try database.prepare(
+            "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        let ordered = zOrder(features)
+        for (number, feature) in ordered.enumerated() {
+            try insertFeature.bind(Int64(number + 1), at: 1)
+            try insertFeature.bind(feature.id, at: 2)
+            try insertFeature.bind(feature.kind.rawValue, at: 3)
+            try insertFeature.bind(feature.featureClass, at: 4)
+            try insertFeature.bind(feature.name, at: 5)
+            try insertFeature.bind(LocalizedNamesCoding.encode(feature.localizedNames), at: 6)
+            try insertFeature.bind(blob: MapGeometryCoding.encode(feature.geometry), at: 7)
+            try insertFeature.step()
+            insertFeature.reset()
+        }
+        let insertBounds = try database.prepare(
+            "INSERT INTO map_bounds(id, min_lat, max_lat, min_lon, max_lon) VALUES (?, ?, ?, ?, ?)")
+        // A fixed scattered order (Fibonacci hashing of the index), not the file's spatial one.
+        let order = ordered.indices.sorted { UInt64($0) &* 0x9E37_79B9_7F4A_7C15 < UInt64($1) &* 0x9E37_79B9_7F4A_7C15 }
+        for number in order {
+            let bounds = ordered[number].bounds
+            try insertBounds.bind(Int64(number + 1), at: 1)
+            try insertBounds.bind(BoundsCoding.down(bounds.minLatitude), at: 2)
+            try insertBounds.bind(BoundsCoding.up(bounds.maxLatitude), at: 3)
+            try insertBounds.bind(BoundsCoding.down(bounds.minLongitude), at: 4)
+            try insertBounds.bind(BoundsCoding.up(bounds.maxLongitude), at: 5)
+            try insertBounds.step()
+            insertBounds.reset()
+        }
+    }
+
+    /// Features sorted by the Z-order (Morton) code of their box centres, 16 bits a coordinate over
+    /// the layer's extent.
+    private static func zOrder(_ features: [MapFeature]) -> [MapFeature] {
+        guard features.count > 1 else { return features }
+        let centres = features.map {
+            (
+                latitude: ($0.bounds.minLatitude + $0.bounds.maxLatitude) / 2,
+                longitude: ($0.bounds.minLongitude + $0.bounds.maxLongitude) / 2
+            )
+        }
+        let minLatitude = centres.map(\.latitude).min()!
+        let minLongitude = centres.map(\.longitude).min()!
+        let spanLatitude = max(centres.map(\.latitude).max()! - minLatitude, 1e-9)
+        let spanLongitude = max(centres.map(\.longitude).max()! - minLongitude, 1e-9)
+        func spread(_ value: UInt32) -> UInt32 {
+            var x = value & 0xFFFF
+            x = (x | x << 8) & 0x00FF_00FF
+            x = (x | x << 4) & 0x0F0F_0F0F
+            x = (x | x << 2) & 0x3333_3333
+            x = (x | x << 1) & 0x5555_5555
+            return x
+        }
+        let codes = centres.map { centre in
+            spread(UInt32((centre.latitude - minLatitude) / spanLatitude * 65535)) << 1
+                | spread(UInt32((centre.longitude - minLongitude) / spanLongitude * 65535))
+        }
+        return features.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }.map { features[$0] }
+    }
+
+    /// Bad input changes nothing: every feature is checked before a file is created.
+    static func validate(_ features: [MapFeature]) throws(PlaceDatabaseError) {
+        for feature in features {
+            guard !feature.id.isEmpty else { throw .invalidFeature(id: "", reason: "empty id") }
+            switch feature.geometry {
+            case .line(let points):
+                guard points.count >= 2 else { throw .invalidFeature(id: feature.id, reason: "a line of one point") }
+            case .polygons(let polygons):
+                guard !polygons.isEmpty, polygons.allSatisfy({ !$0.isEmpty }) else {
+                    throw .invalidFeature(id: feature.id, reason: "an area without rings")
+                }
+                for ring in polygons.joined() where ring.count < 4 || ring.first != ring.last {
+                    throw .invalidFeature(id: feature.id, reason: "a ring that is not closed or has under 3 corners")
+                }
+            }
+            guard feature.geometry.allPoints.allSatisfy(\.isValid) else {
+                throw .invalidFeature(id: feature.id, reason: "a coordinate that is not a valid position")
+            }
+        }
+    }
+}
+
+/// `map_bounds` (an `rtree_i32`): degrees as whole 1e-7 degrees, OSM's resolution, so a box is
+/// exact; minima rounded down and maxima up, so the stored box never falls short of the feature.
+enum BoundsCoding {
+    static func down(_ degrees: Double) -> Int64 { Int64((degrees * 1e7).rounded(.down)) }
+    static func up(_ degrees: Double) -> Int64 { Int64((degrees * 1e7).rounded(.up)) }
+    static func degrees(_ stored: Int64) -> Double { Double(stored) / 1e7 }
+}
+
+/// `map_features.geometry` BLOB: a type byte (1 line, 2 polygons); for polygons a varint count, and
+/// per polygon a varint ring count; per line or ring a varint point count, then the points as
+/// zigzag varint differences of (latitude, longitude) in 1e-7 degree, OSM's own resolution, each
+/// from the point before (the first from 0, 0). After the 1 m simplification a vertex costs about
+/// 4 bytes.
+enum MapGeometryCoding {
+    static func encode(_ geometry: MapFeature.Geometry) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var previous = (latitude: Int64(0), longitude: Int64(0))
+        func varint(_ value: UInt64) {
+            var value = value
+            while value >= 0x80 {
+                bytes.append(UInt8(value & 0x7F) | 0x80)
+                value >>= 7
+            }
+            bytes.append(UInt8(value))
+        }
+        func points(_ points: [Coordinate]) {
+            varint(UInt64(points.count))
+            for point in points {
+                let latitude = Int64((point.latitude * 1e7).rounded())
+                let longitude = Int64((point.longitude * 1e7).rounded())
+                for delta in [latitude - previous.latitude, longitude - previous.longitude] {
+                    varint(UInt64(bitPattern: (delta << 1) ^ (delta >> 63)))
+                }
+                previous = (latitude, longitude)
+            }
+        }
+        switch geometry {
+        case .line(let line):
+            bytes.append(1)
+            points(line)
+        case .polygons(let polygons):
+            bytes.append(2)
+            varint(UInt64(polygons.count))
+            for rings in polygons {
+                varint(UInt64(rings.count))
+                rings.forEach(points)
+            }
+        }
+        return bytes
+    }
+
+    /// Nil for bytes `encode` does not write.
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> MapFeature.Geometry? {
+        var position = 0
+        func varint() -> UInt64? {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while position < bytes.count, shift < 64 {
+                let byte = bytes[position]
+                position += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte < 0x80 { return value }
+                shift += 7
+            }
+            return nil
+        }
+        var previous = (latitude: Int64(0), longitude: Int64(0))
+        func points() -> [Coordinate]? {
+            guard let count = varint(), count <= UInt64(bytes.count) else { return nil }
+            var points: [Coordinate] = []
+            points.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                guard let latitude = varint(), let longitude = varint() else { return nil }
+                previous.latitude &+= Int64(bitPattern: latitude >> 1) ^ -Int64(bitPattern: latitude & 1)
+                previous.longitude &+= Int64(bitPattern: longitude >> 1) ^ -Int64(bitPattern: longitude & 1)
+                points.append(
+                    Coordinate(latitude: Double(previous.latitude) / 1e7, longitude: Double(previous.longitude) / 1e7))
+            }
+            return points
+        }
+        guard !bytes.isEmpty else { return nil }
+        let type = bytes[0]
+        position = 1
+        let geometry: MapFeature.Geometry
+        switch type {
+        case 1:
+            guard let line = points() else { return nil }
+            geometry = .line(line)
+        case 2:
+            guard let count = varint(), count <= UInt64(bytes.count) else { return nil }
+            var polygons: [[[Coordinate]]] = []
+            for _ in 0..<count {
+                guard let ringCount = varint(), ringCount <= UInt64(bytes.count) else { return nil }
+                var rings: [[Coordinate]] = []
+                for _ in 0..<ringCount {
+                    guard let ring = points() else { return nil }
+                    rings.append(ring)
+                }
+                polygons.append(rings)
+            }
+            geometry = .polygons(polygons)
+        default:
+            return nil
+        }
+        return position == bytes.count ? geometry : nil
+    }
+}

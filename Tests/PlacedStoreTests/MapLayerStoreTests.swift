@@ -1,0 +1,184 @@
+import Foundation
+import PlacedCore
+import Testing
+
+@testable import PlacedStore
+
+/// The places file's map layer: what `features(within:of:limit:)` returns and leaves out, the
+/// geometry and name encodings, localized names and address sources, and files without a layer.
+@Suite struct MapLayerStoreTests {
+    static let centre = Coordinate(latitude: 60.17, longitude: 24.94)
+    static let projection = LocalProjection(origin: centre)
+
+    static func at(_ east: Double, _ north: Double) -> Coordinate { projection.coordinate(east: east, north: north) }
+
+    /// A building whose nearest corner is `east` metres east of the centre, 10 m on a side.
+    static func building(_ number: Int, east: Double) -> MapFeature {
+        let ring = [at(east, -5), at(east + 10, -5), at(east + 10, 5), at(east, 5), at(east, -5)]
+        return MapFeature(
+            id: "osm:way/\(number)", kind: .building, featureClass: "yes", geometry: .polygons([[ring]]))
+    }
+
+    static let street = MapFeature(
+        id: "osm:way/500", kind: .street, featureClass: "primary", name: "Mannerheimintie",
+        localizedNames: ["sv": "Mannerheimvägen"], geometry: .line([at(-400, -3), at(400, -3)]))
+    static let courtyard = MapFeature(
+        id: "osm:relation/9", kind: .building, featureClass: "university",
+        geometry: .polygons([
+            [
+                [at(-60, 20), at(-20, 20), at(-20, 60), at(-60, 60), at(-60, 20)],
+                [at(-50, 30), at(-50, 50), at(-30, 50), at(-30, 30), at(-50, 30)],
+            ],
+            [[at(-80, 80), at(-70, 80), at(-70, 90), at(-80, 80)]],
+        ]))
+    /// Buildings every 50 m east: the nth's box is 50·n metres away.
+    static let row = (0..<30).map { building($0 + 1, east: Double($0) * 50) }
+
+    static func write(_ features: [MapFeature]?, places: [Place] = []) throws -> (PlaceDatabase, String) {
+        let directory = NSTemporaryDirectory() + "placed-map-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/places.db"
+        try PlaceDatabase.replace(at: path, with: places, mapFeatures: features)
+        return (try PlaceDatabase.open(path: path), directory)
+    }
+
+    @Test func featuresWithinTheRadiusNearestFirst() throws {
+        let (database, directory) = try Self.write(Self.row + [Self.street, Self.courtyard])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(database.hasMapLayer && database.mapFeatureCount == 32)
+
+        let found = try database.features(within: 175, of: Self.centre, limit: 100)
+        let ids = found.map(\.id)
+        // Boxes within 175 m: the street and the first building (0 m), buildings 2…4 (50, 100, 150 m),
+        // the courtyard building (its box 20 m west, 20 m north).
+        #expect(Set(ids) == Set(["osm:way/500", "osm:way/1", "osm:way/2", "osm:way/3", "osm:way/4", "osm:relation/9"]))
+        #expect(Array(ids.prefix(2)).sorted() == ["osm:way/1", "osm:way/500"], "those at 0 m first")
+        #expect(ids.suffix(3) == ["osm:way/2", "osm:way/3", "osm:way/4"])
+        #expect(!ids.contains("osm:way/5"), "200 m away")
+
+        #expect(try database.features(within: 175, of: Self.centre, limit: 3).count == 3)
+        #expect(try database.features(within: 175, of: Self.centre, limit: 0).isEmpty)
+        #expect(try database.features(within: 5000, of: Self.centre, limit: 1000).count == 32)
+        #expect(try database.features(within: 100, of: Coordinate(latitude: 61, longitude: 25), limit: 10).isEmpty)
+
+        // What was written comes back: kind, class, names, rings and holes, to OSM's 1e-7 degree.
+        let street = try #require(found.first { $0.id == "osm:way/500" })
+        #expect(street.kind == .street && street.featureClass == "primary")
+        #expect(street.name(forLanguage: "sv_FI.UTF-8") == "Mannerheimvägen")
+        #expect(street.name(forLanguage: "de") == "Mannerheimintie")
+        let courtyard = try #require(found.first { $0.id == "osm:relation/9" })
+        guard case .polygons(let polygons) = courtyard.geometry, case .polygons(let written) = Self.courtyard.geometry
+        else {
+            Issue.record("the courtyard building is an area")
+            return
+        }
+        #expect(polygons.map(\.count) == [2, 1])
+        for (ring, original) in zip(polygons.joined(), written.joined()) {
+            #expect(ring.count == original.count)
+            for (a, b) in zip(ring, original) {
+                #expect(abs(a.latitude - b.latitude) <= 0.5e-7 && abs(a.longitude - b.longitude) <= 0.5e-7)
+            }
+        }
+    }
+
+    @Test func badQueriesAndFilesWithoutALayerAreNamed() throws {
+        let (database, directory) = try Self.write(Self.row)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for radius in [-1, Double.nan, .infinity] {
+            #expect {
+                try database.features(within: radius, of: Self.centre, limit: 10)
+            } throws: { error in
+                guard case .invalidMapQuery = error as? PlaceDatabaseError else { return false }
+                return true
+            }
+        }
+        #expect(throws: PlaceDatabaseError.self) {
+            try database.features(within: 10, of: Coordinate(latitude: 91, longitude: 0), limit: 10)
+        }
+        #expect(throws: PlaceDatabaseError.self) { try database.features(within: 10, of: Self.centre, limit: -1) }
+
+        let (bare, bareDirectory) = try Self.write(nil)
+        defer { try? FileManager.default.removeItem(atPath: bareDirectory) }
+        #expect(!bare.hasMapLayer && bare.mapFeatureCount == 0)
+        #expect(throws: PlaceDatabaseError.noMapLayer(path: bare.path)) {
+            try bare.features(within: 100, of: Self.centre, limit: 10)
+        }
+    }
+
+    @Test func invalidFeaturesWriteNothing() throws {
+        let (database, directory) = try Self.write(Self.row)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let open = MapFeature(
+            id: "osm:way/1", kind: .building, featureClass: "yes",
+            geometry: .polygons([[[Self.at(0, 0), Self.at(1, 0), Self.at(1, 1), Self.at(0, 1)]]]))
+        let dot = MapFeature(id: "osm:way/2", kind: .path, featureClass: "footway", geometry: .line([Self.at(0, 0)]))
+        for bad in [open, dot] {
+            #expect {
+                try PlaceDatabase.replace(at: database.path, with: [], mapFeatures: [bad])
+            } throws: { error in
+                guard case .invalidFeature(let id, _) = error as? PlaceDatabaseError else { return false }
+                return id == bad.id
+            }
+        }
+        #expect(try PlaceDatabase.open(path: database.path).mapFeatureCount == Self.row.count)
+    }
+
+    @Test func placesKeepTheirAddressSourceAndNames() throws {
+        let helsinki = Place(
+            id: "osm:node/25389429", name: "Helsinki", kind: "public_transport=station", address: "near Kaivokatu",
+            coordinate: Self.centre, addressSource: .street,
+            localizedNames: ["fi": "Helsingin päärautatieasema", "sv": "Helsingfors centralstation", "zh-hant": "赫爾辛基"])
+        let plain = Place(id: "osm:node/2", name: "Kiosk", kind: "shop=kiosk", coordinate: Self.at(10, 10))
+        let (database, directory) = try Self.write(nil, places: [helsinki, plain])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let set = try database.load()
+        let number = try #require(try set.placeIndex(ofID: helsinki.id))
+        #expect(try set.place(at: number) == helsinki)
+        #expect(try set.name(of: number, language: "sv-FI") == "Helsingfors centralstation")
+        #expect(try set.name(of: number, language: "sv_FI.UTF-8") == "Helsingfors centralstation")
+        #expect(try set.name(of: number, language: "zh-Hant-TW") == "赫爾辛基")
+        #expect(try set.name(of: number, language: "en") == "Helsinki", "no name:en: the name tag")
+        #expect(try set.name(of: number, language: "C") == "Helsinki")
+        #expect(try set.name(of: number, language: nil) == "Helsinki")
+        let kiosk = try set.place(at: try #require(try set.placeIndex(ofID: plain.id)))
+        #expect(kiosk.addressSource == AddressSource.none && kiosk.localizedNames.isEmpty)
+
+        var bad = plain
+        bad.localizedNames = ["sv": "a\u{1E}b"]
+        #expect(throws: PlaceDatabaseError.self) { try PlaceDatabase.replace(at: database.path, with: [bad]) }
+    }
+
+    @Test func aSchema2FileIsRefusedByName() throws {
+        let (database, directory) = try Self.write(nil, places: [])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Database(path: database.path, mode: .readWrite).execute(
+            "UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        #expect(throws: PlaceDatabaseError.unsupportedSchema(path: database.path, version: "2")) {
+            try PlaceDatabase.open(path: database.path)
+        }
+        #expect(
+            PlaceDatabaseError.unsupportedSchema(path: "p", version: "2").description
+                == "p is not a place database of schema version 3 (found 2)")
+    }
+
+    @Test(arguments: [
+        MapFeature.Geometry.line([
+            Coordinate(latitude: -33.8688197, longitude: 151.2092955),
+            Coordinate(latitude: 60.1699, longitude: -0.0000001),
+        ]),
+        .polygons([
+            [
+                [
+                    Coordinate(latitude: 0, longitude: 0), Coordinate(latitude: 0, longitude: 179.9999999),
+                    Coordinate(latitude: -89.9999999, longitude: 179.9999999), Coordinate(latitude: 0, longitude: 0),
+                ]
+            ]
+        ]),
+    ])
+    func geometryCodingRoundTripsOSMCoordinatesExactly(geometry: MapFeature.Geometry) throws {
+        let bytes = MapGeometryCoding.encode(geometry)
+        #expect(bytes.withUnsafeBytes(MapGeometryCoding.decode) == geometry)
+        #expect(Array(bytes.dropLast()).withUnsafeBytes(MapGeometryCoding.decode) == nil, "a cut BLOB")
+        #expect((bytes + [0]).withUnsafeBytes(MapGeometryCoding.decode) == nil, "trailing bytes")
+    }
+}
