@@ -196,6 +196,7 @@ extension JSON {
         case .double(let v): self = v.isFinite ? .number(v) : .null
         case .string(let v), .objectPath(let v): self = .string(v)
         case .strings(let v): self = .array(v.map(JSON.string))
+        case .uint32s(let v): self = .array(v.map { .number(Double($0)) })
         case .dictionary(let v): self = .object(v.mapValues(JSON.init))
         case .dictionaries(let v): self = .array(v.map { .object($0.mapValues(JSON.init)) })
         }

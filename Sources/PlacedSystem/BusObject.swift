@@ -334,36 +334,44 @@ public struct BusMethodCall {
         }
     }
 
-    /// The sender's credentials, as the bus driver reports them (euid, egid, supplementary groups,
-    /// pid). Costs a round trip to the bus daemon: ask only for privileged calls.
+    /// The sender's credentials, as the bus driver took them when the sender connected
+    /// (`GetConnectionCredentials`: user, every group, pid). A round trip to the bus driver: ask once
+    /// per connection. Not from /proc, which a hardened service (`ProtectProc=invisible`) cannot read.
     public func credentials() throws(BusError) -> Credentials {
-        let wanted: [UInt] = [
-            SD_BUS_CREDS_PID, SD_BUS_CREDS_UID, SD_BUS_CREDS_EUID, SD_BUS_CREDS_GID, SD_BUS_CREDS_EGID,
-            SD_BUS_CREDS_SUPPLEMENTARY_GIDS, SD_BUS_CREDS_AUGMENT,
-        ]
-        let mask = wanted.reduce(UInt64(0)) { $0 | UInt64($1) }
-        var creds: OpaquePointer?
-        let status = sd_bus_query_sender_creds(message, mask, &creds)
-        guard status >= 0, let creds else {
-            throw BusError.accessDenied("Cannot determine the caller's credentials: \(SystemError("", errno: -status))")
+        guard let sender else { throw BusError.accessDenied("Cannot determine the caller: no sender") }
+        var call: OpaquePointer?
+        let bus = sd_bus_message_get_bus(message)
+        var status = sd_bus_message_new_method_call(
+            bus, &call, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+            "GetConnectionCredentials")
+        guard status >= 0, let call else { throw BusError(errno: -status, "GetConnectionCredentials") }
+        defer { sd_bus_message_unref(call) }
+        do {
+            try BusMessageBody(message: call).append(.string(sender))
+        } catch {
+            throw BusError(errno: error.errno, error.call)
         }
-        defer { sd_bus_creds_unref(creds) }
-        var uid: uid_t = 0
-        var gid: gid_t = 0
-        // The effective ids decide; the bus driver may only know the real ones (then they are equal
-        // for every process that does not change ids after connecting).
-        guard sd_bus_creds_get_euid(creds, &uid) >= 0 || sd_bus_creds_get_uid(creds, &uid) >= 0 else {
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var reply: OpaquePointer?
+        status = sd_bus_call(bus, call, 0, &error, &reply)
+        guard status >= 0, let reply else {
+            throw BusError.accessDenied(
+                "Cannot determine the caller's credentials: \(error.message.map { String(cString: $0) } ?? "")")
+        }
+        defer { sd_bus_message_unref(reply) }
+        let values: [BusValue]
+        do {
+            values = try BusMessageBody(message: reply).readAll()
+        } catch {
+            throw BusError.accessDenied("Cannot read the caller's credentials: \(error)")
+        }
+        guard let found = values.first?.dictionary, let uid = found["UnixUserID"]?.uint32 else {
             throw BusError.accessDenied("Cannot determine the caller's user")
         }
-        if sd_bus_creds_get_egid(creds, &gid) < 0 && sd_bus_creds_get_gid(creds, &gid) < 0 {
-            gid = gid_t.max
-        }
-        var groups: UnsafePointer<gid_t>?
-        let count = sd_bus_creds_get_supplementary_gids(creds, &groups)
-        var pid: pid_t = 0
+        // UnixGroupIDs holds the primary group and the supplementary ones, in no particular order.
+        let groups = found["UnixGroupIDs"]?.uint32s ?? []
         return Credentials(
-            uid: uid, gid: gid,
-            groups: count > 0 && groups != nil ? Array(UnsafeBufferPointer(start: groups, count: Int(count))) : [],
-            pid: sd_bus_creds_get_pid(creds, &pid) >= 0 ? pid : nil)
+            uid: uid, gid: gid_t.max, groups: groups, pid: found["ProcessID"]?.uint32.map { pid_t(bitPattern: $0) })
     }
 }

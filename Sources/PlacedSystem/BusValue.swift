@@ -17,6 +17,8 @@ public indirect enum BusValue: Sendable, Equatable {
     case objectPath(String)
     /// `as`
     case strings([String])
+    /// `au`
+    case uint32s([UInt32])
     /// `a{sv}`: written with keys sorted, so equal dictionaries give equal messages.
     case dictionary([String: BusValue])
     /// `aa{sv}`
@@ -33,6 +35,7 @@ public indirect enum BusValue: Sendable, Equatable {
         case .string: "s"
         case .objectPath: "o"
         case .strings: "as"
+        case .uint32s: "au"
         case .dictionary: "a{sv}"
         case .dictionaries: "aa{sv}"
         }
@@ -72,6 +75,7 @@ public indirect enum BusValue: Sendable, Equatable {
         }
     }
     public var strings: [String]? { if case .strings(let v) = self { v } else { nil } }
+    public var uint32s: [UInt32]? { if case .uint32s(let v) = self { v } else { nil } }
     public var dictionary: [String: BusValue]? { if case .dictionary(let v) = self { v } else { nil } }
     public var dictionaries: [[String: BusValue]]? { if case .dictionaries(let v) = self { v } else { nil } }
 
@@ -102,6 +106,10 @@ struct BusMessageBody {
         case .strings(let v):
             try container("a", "s") { () throws(SystemError) in
                 for string in v { try appendString("s", string) }
+            }
+        case .uint32s(let v):
+            try container("a", "u") { () throws(SystemError) in
+                for number in v { try appendBasic("u", number) }
             }
         case .dictionary(let v): try appendDictionary(v)
         case .dictionaries(let v):
@@ -186,6 +194,9 @@ struct BusMessageBody {
             case "s":
                 return .strings(
                     try inside("a", "s") { () throws(SystemError) in try readAll().map { $0.string! } })
+            case "u":
+                return .uint32s(
+                    try inside("a", "u") { () throws(SystemError) in try readAll().map { $0.uint32! } })
             case "{sv}":
                 return .dictionary(try readDictionary())
             case "a{sv}":

@@ -209,7 +209,7 @@ def test_ten_thousand_selections_from_ten_clients(start_placed, tmp_path):
         assert dict(db.execute("select id, place_id from selections")) == acknowledged
 
 
-def test_selection_counts_raise_a_place_in_the_ranking(start_placed, tmp_path):
+def test_picks_raise_a_place_where_they_were_made(start_placed, tmp_path):
     placed = start_placed()
     with placed.open() as places:
         before = places.Current(limit=20)["places"]
@@ -222,13 +222,14 @@ def test_selection_counts_raise_a_place_in_the_ranking(start_placed, tmp_path):
     assert ranked.index(chosen["id"]) < 4, "picked 30 times, it ranks higher"
     boosted = after[ranked.index(chosen["id"])]["likelihood"]
     assert boosted > chosen["likelihood"] * 2
-    # The counts come back from the log after a restart: ranking 1 already has them.
+    # The picks come back from the log after a restart: ranking 1 already has them. (Their weights age
+    # with the wall clock between the two rankings, by about 1e-9 here.)
     assert placed.stop() == 0
     placed = start_placed()
     with placed.open() as places:
         again = places.Current(limit=20)
         assert again["generation"] == 1 and [p["id"] for p in again["places"]] == ranked
-        assert abs(again["places"][ranked.index(chosen["id"])]["likelihood"] - boosted) < 1e-12
+        assert abs(again["places"][ranked.index(chosen["id"])]["likelihood"] - boosted) < 1e-6
 
 
 def test_a_full_disk_fails_selections_while_fixes_and_rankings_go_on(small_tmpfs, start_placed, tmp_path):
