@@ -46,8 +46,10 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         // placectl's parser, clients (varlink socket, sd-bus) and output; main stays a thin shell.
         .target(name: "PlacectlKit", dependencies: ["PlacedCore", "PlacedSystem", "CSystemd"]),
+        // Static standard library as for placed: the Debian package then depends on no Swift runtime.
         .executableTarget(
-            name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
+            name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"],
+            linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
             name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite"]),
