@@ -159,11 +159,17 @@ def test_refresh_onto_a_file_it_cannot_load_is_store_failed(bus, placed, tmp_pat
     assert len(unwrap(call(bus, "GetPlaces", "u", 5)["data"][1])) == 5, "the loaded places keep serving"
 
 
-def test_user_outside_group_placed_is_refused_select(bus, placed):
-    places = unwrap(call(bus, "GetPlaces", "u", 1, user=NOBODY)["data"][1])  # reading is open
+def test_user_outside_the_groups_may_only_introspect(bus, placed):
+    places = unwrap(call(bus, "GetPlaces", "u", 1)["data"][1])
     # The bus policy refuses first; placed would refuse too (PermissionDenied) from the sender's credentials.
-    assert gdbus_error(bus, "Select", places[0]["id"], user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
-    assert gdbus_error(bus, "Refresh", user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
+    for method, args in [("GetPlaces", ["uint32 1"]), ("Rank", ["60.17", "24.94", "5.0", "uint32 5"]),
+                         ("GetHistory", ["uint32 1"]), ("Select", [places[0]["id"]]), ("Refresh", [])]:
+        assert gdbus_error(bus, method, *args, user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied", method
+    out = busctl(bus, "get-property", NAME, PATH, IFACE, "Location", user=NOBODY, check=False)
+    assert out.returncode != 0 and "Access denied" in out.stderr, out.stderr
+    introspected = subprocess.run(NOBODY + ["busctl", "--address=" + bus, "introspect", "--xml-interface", NAME, PATH],
+                                  capture_output=True, text=True, timeout=20)
+    assert introspected.returncode == 0 and "GetPlaces" in introspected.stdout, introspected.stderr
     assert unwrap(call(bus, "GetHistory", "u", 10)["data"][0]) == []
 
 

@@ -15,6 +15,7 @@ EXPECTED = [
     "usr/share/varlink/io.placed.Places.varlink",
     "usr/share/bash-completion/completions/placectl",
     "usr/share/man/man8/placed.8", "usr/share/man/man1/placectl.1",
+    "usr/share/placed/helsinki-center.osm.pbf",
 ]
 
 
