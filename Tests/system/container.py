@@ -72,7 +72,7 @@ class Container:
         with open(self.console, "w") as console:
             self.nspawn = subprocess.Popen(
                 ["systemd-nspawn", "--quiet", "-D", str(self.root), "--boot", "--register=no", "--keep-unit",
-                 "--private-network", "--console=read-only", "--machine=placed-%s" % self.name],
+                 "--private-network", "--console=read-only", "--machine=placed-%s" % self.name.replace("_", "-")],
                 stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_end_with_parent)
         deadline = time.monotonic() + timeout
