@@ -25,8 +25,8 @@ def drive(container, deb):
     """placed on gpsd (its default source) while gpsfake replays the drive once; what it left."""
     set_up_service(container, deb, static=False)
     log = container.put(DRIVE, "/var/tmp/helsinki-drive.nmea")
-    container.run("systemd-run", "--unit=gpsfake-drive", "--property=Type=exec", "--", "gpsfake", "-1", "-q", "-n",
-                  "-P", PORT, "-S", "-s", "115200", "-c", "0.02", log)
+    container.run("systemd-run", "--unit=gpsfake-drive", "--collect", "--property=Type=exec", "--", "gpsfake", "-1",
+                  "-q", "-n", "-P", PORT, "-S", "-s", "115200", "-c", "0.02", log)
     container.wait_for(lambda: container.run("gpspipe", "-w", "-n", "1", "localhost:%d" % PORT, check=False,
                                              timeout=10).returncode == 0, 10, "gpsd from gpsfake")
     first = generation(container)
@@ -42,7 +42,8 @@ def drive(container, deb):
         if now - first >= len(expected) or (time.monotonic() - started > 40 and time.monotonic() - changed > 5):
             break
         time.sleep(0.5)
-    container.run("systemctl", "stop", "gpsfake-drive", check=False)
+    # After -1 gpsfake may linger, and a SIGTERM can leave it hanging: end it and its gpsd at once.
+    container.run("systemctl", "kill", "--signal=SIGKILL", "gpsfake-drive", check=False)
     status = json.loads(container.run("placectl", "--json", "status").stdout)
     lines = [e for e in container.journal(cursor=cursor) if e.get("_SYSTEMD_UNIT") == "placed.service"]
     return {"moves": last - first, "expected": expected, "status": status, "lines": lines}

@@ -3,9 +3,7 @@ active with the D-Bus policy live; an upgrade restarts placed once and keeps the
 stops both; purge deletes the state and the configuration. The tests run in order on one container."""
 import json
 
-from conftest import EXTRACT, UNITS, install, status_of, write_drop_in, HELSINKI_CENTER
-
-PLACED_DBUS = ("io.placed.Placed1", "/io/placed/Placed1", "io.placed.Placed1")
+from conftest import EXTRACT, HELSINKI_CENTER, UNITS, install, status_of, write_drop_in
 
 
 def test_install_leaves_both_units_active_and_placed_on_the_bus(container, deb):
@@ -16,8 +14,8 @@ def test_install_leaves_both_units_active_and_placed_on_the_bus(container, deb):
     service = container.show("placed.service", "NRestarts", "Result", "User")
     assert service["NRestarts"] == "0" and service["Result"] == "success", "started at once, no restart loop"
     # The socket systemd holds is the one placed serves: socket activation is in force.
-    lines = [e["MESSAGE"] for e in container.journal("_SYSTEMD_UNIT=placed.service", cursor=cursor)]
-    assert any("the socket systemd passed" in line for line in lines), lines
+    container.wait_for(lambda: [e for e in container.journal("_SYSTEMD_UNIT=placed.service", cursor=cursor)
+                                if "the socket systemd passed" in e["MESSAGE"]], 5, "placed's socket line")
     # placed owns its name: the policy was loaded before placed started.
     uid = container.run("id", "-u", "placed").stdout.strip()
     owner = container.run("busctl", "--json=short", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
@@ -61,9 +59,11 @@ def test_upgrade_restarts_placed_once_and_keeps_the_selections(container, upgrad
     assert container.active(*UNITS) == ["active", "active"]
     after = container.show("placed.service", "MainPID", "InvocationID")
     assert after["MainPID"] != before["MainPID"] and after["InvocationID"] != before["InvocationID"]
-    starts = [e for e in container.journal("_PID=1", "UNIT=placed.service", cursor=cursor)
-              if e.get("JOB_TYPE") == "start" and e.get("JOB_RESULT") == "done"]
-    assert len(starts) == 1, "placed restarted %d times" % len(starts)
+    def starts():
+        return [e for e in container.journal("_PID=1", "UNIT=placed.service", cursor=cursor)
+                if e.get("JOB_TYPE") == "start" and e.get("JOB_RESULT") == "done"]
+    container.wait_for(starts, 5, "systemd's record of placed's start")
+    assert len(starts()) == 1, "placed restarted %d times" % len(starts())
     assert json.loads(container.run("placectl", "--json", "history").stdout)["markers"] == history
     assert status_of(container)["places"] == 1636, "the import survives"
     assert container.exists("/etc/placed/placed.conf.d/10-static.conf"), "the drop-in survives"
