@@ -11,16 +11,21 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DATADIR    ?= $(PREFIX)/share
 MANDIR     ?= $(DATADIR)/man
 INSTALL    ?= install
+# Where SwiftPM builds (debian/rules uses its own, so a package build leaves .build alone) and extra
+# flags for it (debian/rules: --disable-local-rpath, since the static stdlib leaves nothing to find).
+SWIFT_BUILD_PATH ?= .build
+SWIFT_FLAGS      ?=
 
-BUILD := .build/release
+BUILD := $(SWIFT_BUILD_PATH)/release
+SWIFT_BUILD := swift build -c release --build-path $(SWIFT_BUILD_PATH) $(SWIFT_FLAGS)
 
 .PHONY: all build install uninstall test demo clean
 
 all: build
 
 build:
-	swift build -c release --product placed
-	swift build -c release --product placectl
+	$(SWIFT_BUILD) --product placed
+	$(SWIFT_BUILD) --product placectl
 
 install: build
 	$(INSTALL) -Dm755 $(BUILD)/placed   $(DESTDIR)$(BINDIR)/placed
@@ -38,7 +43,8 @@ install: build
 	$(INSTALL) -Dm644 etc/bash-completion/placectl $(DESTDIR)$(DATADIR)/bash-completion/completions/placectl
 	$(INSTALL) -Dm644 man/placed.8 $(DESTDIR)$(MANDIR)/man8/placed.8
 	$(INSTALL) -Dm644 man/placectl.1 $(DESTDIR)$(MANDIR)/man1/placectl.1
-	@echo "installed into $(DESTDIR)$(PREFIX); on a live system: systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; placectl import FILE.osm.pbf; systemctl enable --now placed"
+	$(INSTALL) -Dm644 data/helsinki-center.osm.pbf $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf
+	@echo "installed into $(DESTDIR)$(PREFIX); on a live system: systemd-sysusers; systemd-tmpfiles --create; systemctl reload dbus; systemctl daemon-reload; placectl import FILE.osm.pbf; systemctl enable --now placed"
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/placed $(DESTDIR)$(BINDIR)/placectl $(DESTDIR)$(UNITDIR)/placed.service \
@@ -49,7 +55,8 @@ uninstall:
 	  $(DESTDIR)$(DATADIR)/dbus-1/interfaces/io.placed.Placed1.xml \
 	  $(DESTDIR)$(DATADIR)/varlink/io.placed.Places.varlink \
 	  $(DESTDIR)$(DATADIR)/bash-completion/completions/placectl \
-	  $(DESTDIR)$(MANDIR)/man8/placed.8 $(DESTDIR)$(MANDIR)/man1/placectl.1
+	  $(DESTDIR)$(MANDIR)/man8/placed.8 $(DESTDIR)$(MANDIR)/man1/placectl.1 \
+	  $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf
 
 test:
 	scripts/test
@@ -58,4 +65,4 @@ demo:
 	scripts/demo
 
 clean:
-	rm -rf .build
+	rm -rf $(SWIFT_BUILD_PATH)

@@ -61,7 +61,9 @@ let package = Package(
             dependencies: ["PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "CSystemd"]),
         .executableTarget(
             name: "placectl",
-            dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
+            dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem"],
+            // Static standard library as for placed: the Debian package then depends on no Swift runtime.
+            linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
             name: "placed-bench",

@@ -1,5 +1,6 @@
 """make install puts every file where a Debian system expects it, under DESTDIR, without root paths."""
 import os
+import re
 import subprocess
 
 from conftest import ROOT
@@ -15,6 +16,7 @@ EXPECTED = [
     "usr/share/varlink/io.placed.Places.varlink",
     "usr/share/bash-completion/completions/placectl",
     "usr/share/man/man8/placed.8", "usr/share/man/man1/placectl.1",
+    "usr/share/placed/helsinki-center.osm.pbf",
 ]
 
 
@@ -41,3 +43,12 @@ def test_make_uninstall_removes_what_install_put(tmp_path, placed_bin, placectl_
     subprocess.run(["make", "-C", str(ROOT), "uninstall", "DESTDIR=%s" % tmp_path], check=True, capture_output=True)
     left = [p for p in EXPECTED if (tmp_path / p).exists() and not p.startswith("etc/")]
     assert left == []
+
+
+def test_the_package_version_is_placed_s_version():
+    changelog = subprocess.run(["dpkg-parsechangelog", "-l", str(ROOT / "debian" / "changelog"), "-S", "Version"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    versions = {m.group(1) for path in (ROOT / "Sources").rglob("*.swift")
+                for m in re.finditer(r'placedVersion = "([^"]+)"', path.read_text())}
+    assert versions == {changelog.split("-")[0].split("+")[0]}, "debian/changelog says %s, the code %s" % (
+        changelog, versions)

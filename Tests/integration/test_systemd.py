@@ -138,11 +138,13 @@ def test_bad_config_file_names_file_and_line(placed_bin, tmp_path):
 
 
 def unit_copy(tmp_path, placed_bin):
-    """The shipped unit with ExecStart pointing at the built binary (verify checks it exists)."""
+    """The shipped unit with ExecStart pointing at the built binary (verify checks it exists), beside
+    the socket it requires."""
     unit = (ROOT / "systemd" / "placed.service").read_text()
     unit = unit.replace("ExecStart=/usr/bin/placed", "ExecStart=%s" % placed_bin)
     path = tmp_path / "placed.service"
     path.write_text(unit)
+    shutil.copy(ROOT / "systemd" / "placed.socket", tmp_path / "placed.socket")
     return path
 
 
@@ -178,7 +180,8 @@ def test_sysusers_and_tmpfiles_parse(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert re.search(r"^placed:x:\d+:\d+:", (root / "etc" / "passwd").read_text(), re.M)
-    assert re.search(r"^placed:x:\d+:", (root / "etc" / "group").read_text(), re.M)
+    groups = (root / "etc" / "group").read_text()
+    assert re.search(r"^placed:x:\d+:", groups, re.M) and re.search(r"^placed-read:x:\d+:", groups, re.M)
     out = subprocess.run(["systemd-tmpfiles", "--root", str(root), "--create",
                           str(ROOT / "systemd" / "placed.tmpfiles.conf")], capture_output=True, text=True)
     assert (root / "var" / "lib" / "placed").is_dir(), out.stderr
@@ -250,7 +253,6 @@ def test_socket_activation_refuses_what_it_cannot_serve(placed_bin, places_db, t
 
 def test_socket_unit_verifies_and_matches_the_service(placed_bin, tmp_path):
     unit_copy(tmp_path, placed_bin)
-    shutil.copy(ROOT / "systemd" / "placed.socket", tmp_path / "placed.socket")
     out = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "placed.socket")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -259,10 +261,15 @@ def test_socket_unit_verifies_and_matches_the_service(placed_bin, tmp_path):
     config = (ROOT / "etc" / "placed" / "placed.conf").read_text()
     path = re.search(r"^ListenStream=(\S+)$", socket_unit, re.M).group(1)
     assert re.search(r"^#?\s*Socket=%s$" % re.escape(path), config, re.M), "the unit listens where placed would"
-    # 0666 as placed binds its own: placed checks every caller itself (SO_PEERCRED).
-    for line in ["SocketMode=0666", "SocketGroup=placed", "RemoveOnStop=yes"]:
+    # Anyone may connect; placed answers non-readers PermissionDenied (SO_PEERCRED), so the directory
+    # must let everyone reach the socket.
+    for line in ["SocketMode=0666", "DirectoryMode=0755", "RemoveOnStop=yes"]:
         assert re.search("^%s$" % re.escape(line), socket_unit, re.M), line
     service = (ROOT / "systemd" / "placed.service").read_text()
+    assert re.search(r"^RuntimeDirectoryMode=0755$", service, re.M)
+    # Whatever starts placed starts its socket first (systemctl enable --now placed included).
+    assert re.search(r"^Requires=placed\.socket$", service, re.M)
+    assert re.search(r"^After=.*\bplaced\.socket\b", service, re.M)
     # The service's RuntimeDirectory= is the socket's directory: kept when placed stops, or the
     # socket file would go with it.
     assert re.search(r"^RuntimeDirectoryPreserve=yes$", service, re.M)
