@@ -23,6 +23,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // Pure logic: geodesy, fixes, distance filter, places, index, ranking. No C, no I/O.
         .target(name: "PlacedCore", swiftSettings: lean),
@@ -35,6 +36,10 @@ let package = Package(
         .target(name: "PlacedSystem", dependencies: ["PlacedCore", "CSystemd"], swiftSettings: lean),
         // gpsd client over libgps.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
+        // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.
+        .target(
+            name: "PlacedFleet", dependencies: ["PlacedCore", "PlacedSystem", "PlacedStore", "CMosquitto", "CSystemd"],
+            swiftSettings: lean),
         // The daemon: one context wiring source, filter, ranker, store and the two interfaces.
         .target(
             name: "PlacedDaemon", dependencies: ["PlacedCore", "PlacedSystem", "PlacedGPS", "PlacedStore"],
@@ -50,7 +55,12 @@ let package = Package(
             name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
-            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "CSQLite"]),
+            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "PlacedFleet", "PlacedSystem", "CSQLite"]),
+        // Test-only: drives PlacedFleet in its own process, for the tests that kill it or put it in a
+        // network namespace (Tests/integration/test_fleet.py) until the daemon is wired.
+        .executableTarget(
+            name: "placed-fleet-probe", dependencies: ["PlacedFleet", "PlacedCore", "PlacedStore", "PlacedSystem"],
+            swiftSettings: lean),
 
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore"]),
         .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM"]),
@@ -58,6 +68,8 @@ let package = Package(
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
+        .testTarget(
+            name: "PlacedFleetTests", dependencies: ["PlacedFleet", "PlacedCore", "PlacedStore", "PlacedSystem"]),
         .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem", "CSystemd"]),
     ]
 )
