@@ -155,6 +155,9 @@ final class MQTTConnection {
         }
         let fd = mosquitto_socket(handle)
         guard fd >= 0 else { throw .connect(broker: broker.description, reason: "no socket") }
+        // libmosquitto opens it without SOCK_CLOEXEC. A child that inherited it would keep the socket open
+        // after libmosquitto closes it, and with it sd-event's epoll registration of a source long freed.
+        _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
         do {
             io = try loop.onIO(fd: fd, events: wantedEvents()) { [unowned self] revents in handleIO(revents) }
             interest = wantedEvents()
