@@ -131,6 +131,17 @@ public struct DeliveryWindow: Sendable, Equatable {
         return acknowledgedThrough == before ? nil : acknowledgedThrough
     }
 
+    /// The messages in flight and not acknowledged, oldest first.
+    public var unacknowledged: [Int64] { inFlight[head...].filter { !$0.acknowledged }.map(\.sequence) }
+
+    /// Gives up on `sequence`, the next message after the cursor, with nothing in flight: the cursor moves
+    /// over it as if it were acknowledged (a message the broker will never take).
+    public mutating func skip(_ sequence: Int64) {
+        precondition(isEmpty && sequence > acknowledgedThrough, "only the next message, with nothing in flight")
+        acknowledgedThrough = sequence
+        lastSent = sequence
+    }
+
     /// The connection is gone: whatever was not acknowledged is sent again, in order, from the cursor.
     public mutating func restart() {
         inFlight.removeAll(keepingCapacity: true)
@@ -165,5 +176,75 @@ public struct BrokerRotation: Sendable, Equatable {
     public mutating func connected() {
         failuresInRow = 0
         backoff.reset()
+    }
+}
+
+/// Finds a message the broker will never take: some brokers close the connection instead of refusing a
+/// message (mosquitto over TLS when its ACL denies a topic, AWS IoT on any unauthorized publish), and
+/// sending it again on every reconnect would hold up everything behind it forever.
+///
+/// After `suspicionThreshold` connections in a row that ended with messages in flight and nothing
+/// acknowledged, messages go one at a time (probing). A message that, alone in flight, is followed by the
+/// broker closing the connection within `quickClose` microseconds `strikes` times is skipped. A link that
+/// dies by itself is told apart by time: a partition ends a connection only at the keepalive. Probing ends
+/// with the skip, or once `probeLength` messages past its start are acknowledged.
+public struct PoisonMessageDetector: Sendable, Equatable {
+    public let suspicionThreshold: Int
+    public let strikes: Int
+    public let quickClose: UInt64
+    public let probeLength: Int64
+    private var stalledConnections = 0
+    public private(set) var isProbing = false
+    private var probeStart: Int64 = 0
+    private var suspect: Int64?
+    private var suspectStrikes = 0
+
+    public init(suspicionThreshold: Int = 2, strikes: Int = 3, quickClose: UInt64 = 3_000_000, probeLength: Int64 = 64) {
+        self.suspicionThreshold = suspicionThreshold
+        self.strikes = strikes
+        self.quickClose = quickClose
+        self.probeLength = probeLength
+    }
+
+    /// Everything up to `sequence` is acknowledged.
+    public mutating func acknowledged(through sequence: Int64) {
+        if let suspect, suspect <= sequence {
+            self.suspect = nil
+            suspectStrikes = 0
+        }
+        if isProbing, sequence - probeStart >= probeLength, suspect == nil {
+            isProbing = false
+            stalledConnections = 0
+        }
+    }
+
+    /// A connection ended. `progressed`: something was acknowledged on it. `inFlight`: the messages
+    /// unacknowledged at the end, oldest first. `sinceLastSend`: microseconds from the newest send to the
+    /// end. `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
+    public mutating func connectionEnded(
+        progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, cursor: Int64
+    ) -> Int64? {
+        guard isProbing else {
+            if progressed || inFlight.isEmpty {
+                stalledConnections = 0
+            } else {
+                stalledConnections += 1
+                if stalledConnections >= suspicionThreshold {
+                    isProbing = true
+                    probeStart = cursor
+                }
+            }
+            return nil
+        }
+        guard inFlight.count == 1, sinceLastSend <= quickClose else { return nil }
+        let sequence = inFlight[0]
+        suspectStrikes = suspect == sequence ? suspectStrikes + 1 : 1
+        suspect = sequence
+        guard suspectStrikes >= strikes else { return nil }
+        suspect = nil
+        suspectStrikes = 0
+        isProbing = false
+        stalledConnections = 0
+        return sequence
     }
 }

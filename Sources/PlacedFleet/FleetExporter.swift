@@ -46,6 +46,11 @@ public final class FleetExporter {
     private var rotation: BrokerRotation
     private var connection: MQTTConnection?
     private var window: DeliveryWindow
+    private var poison = PoisonMessageDetector()
+    /// The cursor when the current connection was accepted, and when it last sent a message.
+    private var cursorAtConnect: Int64 = 0
+    private var lastSendAt: UInt64 = 0
+    private var probingAnnounced = false
     /// Message id → outbox sequence number, for this connection's messages in flight.
     private var sequences: [Int32: Int64] = [:]
     private var reconnectTimer: EventSource?
@@ -171,18 +176,46 @@ public final class FleetExporter {
             lastFailure = nil
             status.lastError = nil
             Log.info("fleet: connected to \(source.broker), \(outbox.count) event(s) to send")
+            window = DeliveryWindow(
+                capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
+            cursorAtConnect = window.acknowledgedThrough
+            if poison.isProbing, !probingAnnounced {
+                probingAnnounced = true
+                Log.warning(
+                    "fleet: the last connections ended with nothing acknowledged: sending one event at a time, "
+                        + "to find one the broker will not take")
+            }
             _ = try? source.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
             update(.connected, broker: source.broker.description)
             pump()
         case let .acknowledged(mid, reason):
             guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
             if reason >= 0x80 { refused(sequence, reason: reason) }
-            _ = window.acknowledge(sequence)
+            if let through = window.acknowledge(sequence) {
+                poison.acknowledged(through: through)
+                if !poison.isProbing { probingAnnounced = false }
+            }
             scheduleFlush()
         case let .disconnected(reason, tls):
             connection = nil
             sequences.removeAll()
+            let unacknowledged = window.unacknowledged
+            let progressed = window.acknowledgedThrough > cursorAtConnect
             window.restart()
+            if status.state == .connected,
+                let skip = poison.connectionEnded(
+                    progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
+                    cursor: window.acknowledgedThrough)
+            {
+                window.skip(skip)
+                rejected += 1
+                status.rejected = rejected
+                Log.error(
+                    "fleet: \(source.broker) closed the connection each time event "
+                        + "\(FleetPayload.messageID(device: device, sequence: skip)) was sent alone: skipped, "
+                        + "counted as refused (an ACL denying its topic?)")
+                scheduleFlush()
+            }
             failed("\(source.broker): \(reason)", tls: tls)
         }
     }
@@ -237,6 +270,7 @@ public final class FleetExporter {
                         topic: entry.message.topic, payload: entry.message.payload, retain: entry.message.retained)
                     window.sent(entry.sequence)
                     sequences[mid] = entry.sequence
+                    lastSendAt = loop.now
                 } catch .notConnected {
                     return
                 } catch {
