@@ -55,7 +55,8 @@ let package = Package(
             name: "placectl", dependencies: ["PlacectlKit", "PlacedCore", "PlacedOSM", "PlacedStore", "PlacedSystem"]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
-            name: "placed-bench", dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "PlacedFleet", "PlacedSystem", "CSQLite"]),
+            name: "placed-bench",
+            dependencies: ["PlacedCore", "PlacedOSM", "PlacedStore", "PlacedFleet", "PlacedSystem", "CSQLite"]),
         // Test-only: drives PlacedFleet in its own process, for the tests that kill it or put it in a
         // network namespace (Tests/integration/test_fleet.py) until the daemon is wired.
         .executableTarget(
@@ -69,7 +70,8 @@ let package = Package(
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon"]),
         .testTarget(
-            name: "PlacedFleetTests", dependencies: ["PlacedFleet", "PlacedCore", "PlacedStore", "PlacedSystem"]),
+            name: "PlacedFleetTests",
+            dependencies: ["PlacedFleet", "PlacedCore", "PlacedStore", "PlacedSystem", "CMosquitto"]),
         .testTarget(name: "PlacectlTests", dependencies: ["PlacectlKit", "PlacedCore", "PlacedSystem", "CSystemd"]),
     ]
 )

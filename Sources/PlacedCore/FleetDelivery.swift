@@ -199,7 +199,8 @@ public struct PoisonMessageDetector: Sendable, Equatable {
     private var suspect: Int64?
     private var suspectStrikes = 0
 
-    public init(suspicionThreshold: Int = 2, strikes: Int = 3, quickClose: UInt64 = 3_000_000, probeLength: Int64 = 64) {
+    public init(suspicionThreshold: Int = 2, strikes: Int = 3, quickClose: UInt64 = 3_000_000, probeLength: Int64 = 64)
+    {
         self.suspicionThreshold = suspicionThreshold
         self.strikes = strikes
         self.quickClose = quickClose

@@ -5,10 +5,13 @@ import CSystemd
 /// re-installs of placed, yet reveals nothing of /etc/machine-id to the brokers.
 public enum DeviceIdentity {
     /// placed's application id, fixed forever: changing it renames every device of every fleet.
-    static let applicationID: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                               UInt8, UInt8, UInt8, UInt8) = (
-        0xad, 0x6d, 0xe3, 0x38, 0x22, 0x8d, 0x44, 0x4e, 0xb4, 0xda, 0xb5, 0x3e, 0xf3, 0xbc, 0x1c, 0xd8
-    )
+    static let applicationID:
+        (
+            UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+            UInt8, UInt8, UInt8, UInt8
+        ) = (
+            0xad, 0x6d, 0xe3, 0x38, 0x22, 0x8d, 0x44, 0x4e, 0xb4, 0xda, 0xb5, 0x3e, 0xf3, 0xbc, 0x1c, 0xd8
+        )
 
     /// 32 lowercase hexadecimal digits.
     public static func machineSpecific() throws(FleetError) -> String {

@@ -90,7 +90,9 @@ public struct FleetSettings: Sendable, Equatable {
             }
             protocolVersion = version
         case "OwnTracks":
-            guard let flag = Self.boolean(value) else { throw .invalid(key: key, reason: "'\(value)' is not yes or no") }
+            guard let flag = Self.boolean(value) else {
+                throw .invalid(key: key, reason: "'\(value)' is not yes or no")
+            }
             ownTracks = flag
         case "OwnTracksUser": ownTracksUser = try Self.topicLevel(value, key: key)
         case "Backlog":
@@ -136,7 +138,8 @@ public struct FleetSettings: Sendable, Equatable {
     /// A single MQTT topic level: no separators or wildcards, printable.
     static func topicLevel(_ value: String, key: String) throws(FleetSettingsError) -> String {
         let allowed = value.utf8.allSatisfy { byte in
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
                 || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
         }

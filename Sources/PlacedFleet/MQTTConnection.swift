@@ -247,7 +247,9 @@ final class MQTTConnection {
         guard let handle, !isClosed else { return }
         let rc = mosquitto_loop_misc(handle)
         if rc != MOSQ_ERR_SUCCESS.rawValue {
-            fail(rc == MOSQ_ERR_KEEPALIVE.rawValue ? "no reply from the broker within the keepalive" : reason(for: rc, errno: errno))
+            fail(
+                rc == MOSQ_ERR_KEEPALIVE.rawValue
+                    ? "no reply from the broker within the keepalive" : reason(for: rc, errno: errno))
         } else {
             updateInterest()
             try? keepAliveTimer?.schedule(after: keepAliveInterval)
@@ -336,7 +338,9 @@ final class MQTTConnection {
         var text =
             rc == MOSQ_ERR_ERRNO.rawValue && errno != 0
             ? String(cString: strerror(errno)) : MQTTLibrary.describe(rc)
-        if rc == MOSQ_ERR_EAI.rawValue { text = "cannot resolve \(broker.host): \(String(cString: gai_strerror(errno)))" }
+        if rc == MOSQ_ERR_EAI.rawValue {
+            text = "cannot resolve \(broker.host): \(String(cString: gai_strerror(errno)))"
+        }
         if rc == MOSQ_ERR_TLS.rawValue || rc == MOSQ_ERR_TLS_HANDSHAKE.rawValue
             || (broker.tls && rc == MOSQ_ERR_ERRNO.rawValue && errno == EPROTO)
         {

@@ -233,8 +233,10 @@ final class Subscriber {
         output = broker.directory + "/\(clientID).out"
         self.clientID = clientID
         pid = try spawn(
-            ["mosquitto_sub", "-h", "127.0.0.1", "-p", String(broker.port), "-i", clientID, "-c", "-q", "1", "-v",
-             "-t", topic] + extra,
+            [
+                "mosquitto_sub", "-h", "127.0.0.1", "-p", String(broker.port), "-i", clientID, "-c", "-q", "1", "-v",
+                "-t", topic,
+            ] + extra,
             stdout: output, stderr: broker.directory + "/\(clientID).err")
     }
 
@@ -277,7 +279,8 @@ struct TestPKI {
         directory = makeTemporaryDirectory("placed-fleet-pki")
         self.name = name
         try runTool([
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=placed test \(name)",
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            "/CN=placed test \(name)",
             "-keyout", "\(directory)/\(name).key", "-out", caFile,
         ])
     }

@@ -18,7 +18,9 @@ import Testing
         let subscriber = try Subscriber(broker: broker, topic: "placed/\(device)/#")
         let deadline = Date().addingTimeInterval(10)
         while !(try String(contentsOfFile: broker.log, encoding: .utf8)).contains("fleet-test-consumer 1 placed/") {
-            guard Date() < deadline else { throw FixtureError("the subscriber did not subscribe: \(tail(of: broker.log))") }
+            guard Date() < deadline else {
+                throw FixtureError("the subscriber did not subscribe: \(tail(of: broker.log))")
+            }
             usleep(20_000)
         }
         try broker.stop()

@@ -11,7 +11,9 @@ import Testing
 /// TLS with a CA and certificates the test makes, a broker ACL, and passwords from a systemd credential.
 @Suite(.serialized) struct SecurityTests {
     /// The device may write only placed/<its name>/#; the consumer reads everything.
-    static let acl = ["user consumer", "topic read placed/#", "topic read owntracks/#", "", "pattern write placed/%u/#"]
+    static let acl = [
+        "user consumer", "topic read placed/#", "topic read owntracks/#", "", "pattern write placed/%u/#",
+    ]
 
     struct TLSBroker {
         let pki: TestPKI
@@ -53,7 +55,8 @@ import Testing
             try publisher.select()
             if index % 7 == 3 {
                 publisher.exporter.moved(
-                    to: Fix(coordinate: Coordinate(latitude: 60.17 + Double(index) * 1e-3, longitude: 24.95), accuracy: 4),
+                    to: Fix(
+                        coordinate: Coordinate(latitude: 60.17 + Double(index) * 1e-3, longitude: 24.95), accuracy: 4),
                     location: ["latitude": .number(60.17)], top: nil)
             }
         }
@@ -109,7 +112,9 @@ import Testing
         publisher.loop.pump(for: 1)
         #expect(refused)
         #expect(publisher.exporter.status.state != .connected)
-        #expect(publisher.exporter.status.lastError?.contains("TLS") == true, "\(publisher.exporter.status.lastError ?? "-")")
+        #expect(
+            publisher.exporter.status.lastError?.contains("TLS") == true,
+            "\(publisher.exporter.status.lastError ?? "-")")
     }
 
     @Test func thePasswordComesFromASystemdCredential() throws {
