@@ -158,6 +158,10 @@ final class MQTTConnection {
         // libmosquitto opens it without SOCK_CLOEXEC. A child that inherited it would keep the socket open
         // after libmosquitto closes it, and with it sd-event's epoll registration of a source long freed.
         _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
+        // Data the broker has not acknowledged after one keepalive ends the connection: a link cut while
+        // publishing is noticed then, not after the keepalive's ping and its wait for a reply.
+        var timeout = UInt32(options.keepAlive * 1000)
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, &timeout, socklen_t(MemoryLayout<UInt32>.size))
         do {
             io = try loop.onIO(fd: fd, events: wantedEvents()) { [unowned self] revents in handleIO(revents) }
             interest = wantedEvents()
