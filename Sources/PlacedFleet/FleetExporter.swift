@@ -55,6 +55,9 @@ public final class FleetExporter {
     private var sequences: [Int32: Int64] = [:]
     private var reconnectTimer: EventSource?
     private var flushSource: EventSource?
+    private var cursorTimer: EventSource?
+    /// Messages acknowledged since the cursor was last written (still rows in the outbox).
+    private var uncommittedAcknowledgements = 0
     /// Events waiting to be written (after the current loop iteration): updates, and visits (`durable`).
     private var unwritten: [(Int64) -> Outbox.Message] = []
     private var unwrittenDurable = false
@@ -144,6 +147,7 @@ public final class FleetExporter {
         connection?.close()
         connection = nil
         commitCursor()
+        cursorTimer = nil
         flushSource = nil
         update(.stopped, broker: nil)
     }
@@ -191,6 +195,8 @@ public final class FleetExporter {
         case let .acknowledged(mid, reason):
             guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
             if reason >= 0x80 { refused(sequence, reason: reason) }
+            let inFlight = window.count
+            defer { uncommittedAcknowledgements += inFlight - window.count }
             if let through = window.acknowledge(sequence) {
                 poison.acknowledged(through: through)
                 if !poison.isProbing { probingAnnounced = false }
@@ -208,6 +214,7 @@ public final class FleetExporter {
                     cursor: window.acknowledgedThrough)
             {
                 window.skip(skip)
+                uncommittedAcknowledgements += 1
                 rejected += 1
                 status.rejected = rejected
                 Log.error(
@@ -287,18 +294,31 @@ public final class FleetExporter {
         status.inFlight = window.count
     }
 
-    /// Once per loop iteration: write the events that came in, move the cursor over what was
-    /// acknowledged, and send more.
+    /// Once per loop iteration: write the events that came in, send more, and have the cursor follow
+    /// what was acknowledged.
     private func scheduleFlush() {
         guard flushSource == nil else { return }
         flushSource = try? loop.onNextIteration { [unowned self] in
             flushSource = nil
             writeUnwritten()
-            commitCursor()
             pump()
+            scheduleCursorCommit()
             refreshCounts()
         }
     }
+
+    /// The cursor is written at most every half second: on flash storage each write wears the medium, and
+    /// a cursor a moment behind only means those messages are sent again after a crash.
+    private func scheduleCursorCommit() {
+        guard window.acknowledgedThrough > cursorCommitted, cursorTimer == nil else { return }
+        cursorTimer = try? loop.after(Self.cursorInterval) { [unowned self] in
+            cursorTimer = nil
+            commitCursor()
+            refreshCounts()
+        }
+    }
+
+    static let cursorInterval: UInt64 = 500_000
 
     private func commitCursor() {
         let through = window.acknowledgedThrough
@@ -306,6 +326,7 @@ public final class FleetExporter {
         do {
             try outbox.acknowledge(through: through)
             cursorCommitted = through
+            uncommittedAcknowledgements = 0
         } catch {
             // Kept in memory; written with the next acknowledgement. Lost at a crash, it only means
             // those messages are sent again.
@@ -465,7 +486,7 @@ public final class FleetExporter {
     }
 
     private func refreshCounts() {
-        status.backlog = outbox.count
+        status.backlog = max(0, outbox.count - uncommittedAcknowledgements)
         status.acknowledged = max(outbox.acknowledged, window.acknowledgedThrough)
         status.inFlight = window.count
         status.dropped = outbox.dropped + unrecorded

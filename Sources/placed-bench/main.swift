@@ -11,6 +11,7 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
     ("index", "within-250 m query p50/p99: packed kd-tree beside SQLite R*Tree, 1 M and 5 M places", runIndexBenchmark),
     ("load", "start-up: open + load 1 M places (ms, RSS) in a fresh process", runLoadBenchmark),
     ("json", "JSON encode/parse of a 20-place Watch reply beside Foundation", jsonBenchmark),
+    ("fleet", "fleet export to mosquitto: markers/s, 100,000-event backlog drain, idle wake-ups", fleetBenchmark),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
