@@ -50,6 +50,9 @@ public final class FleetExporter {
     /// The cursor when the current connection was accepted, and when it last sent a message.
     private var cursorAtConnect: Int64 = 0
     private var lastSendAt: UInt64 = 0
+    /// When the cursor last moved on this connection (or it was accepted).
+    private var lastProgressAt: UInt64 = 0
+    private var acknowledgementTimer: EventSource?
     private var probingAnnounced = false
     /// Message id → outbox sequence number, for this connection's messages in flight.
     private var sequences: [Int32: Int64] = [:]
@@ -183,6 +186,7 @@ public final class FleetExporter {
             window = DeliveryWindow(
                 capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
             cursorAtConnect = window.acknowledgedThrough
+            lastProgressAt = loop.now
             if poison.isProbing, !probingAnnounced {
                 probingAnnounced = true
                 Log.warning(
@@ -199,6 +203,7 @@ public final class FleetExporter {
             defer { uncommittedAcknowledgements += inFlight - window.count }
             if let through = window.acknowledge(sequence) {
                 poison.acknowledged(through: through)
+                lastProgressAt = loop.now
                 if !poison.isProbing { probingAnnounced = false }
             }
             scheduleFlush()
@@ -292,7 +297,28 @@ public final class FleetExporter {
             if entries.count < asked { break }
         }
         status.inFlight = window.count
+        if !window.isEmpty, acknowledgementTimer == nil { watchAcknowledgements(after: acknowledgementTimeout) }
     }
+
+    /// A broker that keeps the connection (answering pings) but acknowledges nothing, such as a cluster
+    /// node whose storage lost its leader, would hold the messages in flight forever: MQTT resends only on
+    /// a new connection. After `acknowledgementTimeout` without a PUBACK the connection is given up, and
+    /// the next broker gets everything unacknowledged.
+    private func watchAcknowledgements(after delay: UInt64) {
+        acknowledgementTimer = try? loop.after(delay) { [unowned self] in
+            acknowledgementTimer = nil
+            guard let connection, connection.isConnected, !window.isEmpty else { return }
+            let waited = loop.now &- lastProgressAt
+            if waited >= acknowledgementTimeout {
+                connection.abandon("no PUBACK for \(Self.seconds(waited)) s with \(window.count) message(s) in flight")
+            } else {
+                watchAcknowledgements(after: acknowledgementTimeout - waited)
+            }
+        }
+    }
+
+    /// Two keepalives, at least 10 s.
+    private var acknowledgementTimeout: UInt64 { UInt64(max(2 * settings.keepAlive, 10)) * 1_000_000 }
 
     /// Once per loop iteration: write the events that came in, send more, and have the cursor follow
     /// what was acknowledged.
@@ -331,6 +357,23 @@ public final class FleetExporter {
             // Kept in memory; written with the next acknowledgement. Lost at a crash, it only means
             // those messages are sent again.
             note("cannot move the outbox cursor: \(error)")
+        }
+    }
+
+    /// After `SelectionLog.reopen()` made a read-only log writable: the outbox is read again from the new
+    /// connection.
+    public func selectionLogReopened() {
+        do {
+            try outbox.load()
+            if outbox.acknowledged > window.acknowledgedThrough, window.isEmpty {
+                window = DeliveryWindow(capacity: window.capacity, after: outbox.acknowledged)
+            }
+            cursorCommitted = outbox.acknowledged
+            uncommittedAcknowledgements = 0
+            refreshCounts()
+            scheduleFlush()
+        } catch {
+            note("cannot read the outbox: \(error)")
         }
     }
 

@@ -1,3 +1,5 @@
+import PlacedCore
+
 /// What the fleet export is doing, for `placectl status`, D-Bus and varlink.
 public struct FleetStatus: Sendable, Equatable {
     public enum State: String, Sendable {
@@ -32,6 +34,19 @@ public struct FleetStatus: Sendable, Equatable {
     public var lastError: String?
 
     public init(device: String) { self.device = device }
+
+    /// The varlink `Status` reply's `fleet` object (D-Bus: the same keys in an a{sv}); absent values are
+    /// left out.
+    public var json: [String: JSON] {
+        var object: [String: JSON] = [
+            "state": .string(state.rawValue), "device": .string(device), "backlog": .number(Double(backlog)),
+            "inFlight": .number(Double(inFlight)), "acknowledged": .number(Double(acknowledged)),
+            "dropped": .number(Double(dropped)), "rejected": .number(Double(rejected)),
+        ]
+        if let broker { object["broker"] = .string(broker) }
+        if let lastError { object["lastError"] = .string(lastError) }
+        return object
+    }
 
     /// One line for `placectl status`.
     public var summary: String {

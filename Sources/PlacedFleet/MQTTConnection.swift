@@ -199,6 +199,13 @@ final class MQTTConnection {
         return mid
     }
 
+    /// Gives the connection up (the owner found it useless): reported as `disconnected` on the next loop
+    /// iteration, as any failure.
+    func abandon(_ reason: String) {
+        fail(reason)
+        deliverSoon()
+    }
+
     /// Says goodbye: queues DISCONNECT and writes what it can without waiting. A clean disconnect makes the
     /// broker discard the last will, so the owner publishes `offline` itself first.
     func close() {

@@ -208,3 +208,22 @@ import Testing
         #expect(state["source"] == "stale" && state["marker"]?["selection"]?.int == 3)
     }
 }
+
+@Suite struct FleetStatusTests {
+    @Test func theStatusRecordNamesEveryField() throws {
+        var status = FleetStatus(device: "van-17")
+        status.state = .backoff
+        status.broker = "mqtts://a.example:8883"
+        status.backlog = 12
+        status.dropped = 3
+        status.lastError = "mqtts://a.example:8883: Connection refused"
+        let json = status.json
+        #expect(json["state"] == "backoff" && json["broker"] == "mqtts://a.example:8883")
+        #expect(json["backlog"]?.int == 12 && json["dropped"]?.int == 3 && json["rejected"]?.int == 0)
+        #expect(json["lastError"] == "mqtts://a.example:8883: Connection refused")
+        #expect(FleetStatus(device: "d").json["broker"] == nil)
+        #expect(
+            status.summary
+                == "backoff (mqtts://a.example:8883), backlog 12, 3 dropped; last error: \(status.lastError!)")
+    }
+}

@@ -216,3 +216,88 @@ import Testing
         #expect(log.contains("as placed-\(device) (p5, c0, k60)"), "MQTT 5, clean start off, keepalive 60")
     }
 }
+
+/// A broker that accepts the connection and answers pings but never acknowledges a message (a cluster
+/// node whose storage lost its leader behaves so): the MQTT framing only, in a thread.
+final class SilentBroker: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private(set) var publishes = 0
+    private let lock = NSLock()
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else { throw FixtureError("silent broker: \(String(cString: strerror(errno)))") }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { [self] in serve() }
+    }
+
+    var publishCount: Int { lock.withLock { publishes } }
+
+    private func serve() {
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            Thread.detachNewThread { [self] in talk(client) }
+        }
+    }
+
+    private func talk(_ client: Int32) {
+        defer { close(client) }
+        func byte() -> UInt8? {
+            var value: UInt8 = 0
+            return read(client, &value, 1) == 1 ? value : nil
+        }
+        while let header = byte() {
+            var length = 0
+            var shift = 0
+            while let digit = byte() {
+                length |= Int(digit & 0x7F) << shift
+                shift += 7
+                if digit & 0x80 == 0 { break }
+            }
+            for _ in 0..<length { _ = byte() }
+            switch header >> 4 {
+            case 1: _ = write(client, [0x20, 0x02, 0x00, 0x00] as [UInt8], 4)  // CONNECT → CONNACK accepted
+            case 12: _ = write(client, [0xD0, 0x00] as [UInt8], 2)  // PINGREQ → PINGRESP
+            case 3: lock.withLock { publishes += 1 }  // PUBLISH: never a PUBACK
+            default: break
+            }
+        }
+    }
+}
+
+@Suite(.serialized) struct SilentBrokerTests {
+    @Test func aBrokerThatNeverAcknowledgesIsLeftForTheNext() throws {
+        let silent = try SilentBroker()
+        let broker = try MosquittoBroker()
+        let device = "unacknowledged"
+        let subscriber = try Subscriber(broker: broker, topic: "placed/\(device)/#")
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:\(silent.port) \(broker.url)")
+            try settings.set("DeviceId", to: device)
+            try settings.set("KeepAlive", to: "5")
+        }
+        #expect(publisher.loop.pump(seconds: 10) { publisher.exporter.status.state == .connected })
+        for _ in 0..<20 { try publisher.select() }
+        let start = Date()
+        let movedOn = publisher.loop.pump(seconds: 30) { publisher.exporter.status.broker == broker.url }
+        #expect(movedOn, "status \(publisher.exporter.status.summary)")
+        #expect(Date().timeIntervalSince(start) >= 9, "given two keepalives (10 s) to acknowledge")
+        #expect(silent.publishCount >= 40, "the 20 markers and their states went to the silent broker first")
+        let delivered = publisher.loop.pump(seconds: 20) {
+            publisher.isDrained && MarkerLedger(subscriber.messages, device: device).firstSeen.count == 20
+        }
+        #expect(delivered, "status \(publisher.exporter.status.summary)")
+    }
+}

@@ -274,10 +274,16 @@ class FleetProbe:
             self.errors.append(line.rstrip())
 
     def wait_for(self, text, timeout):
-        wait_until(lambda: any(line.startswith(text) for line in self.lines) or self.proc.poll() is not None,
-                   timeout, "'%s' from placed-fleet-probe" % text)
+        try:
+            wait_until(lambda: any(line.startswith(text) for line in self.lines) or self.proc.poll() is not None,
+                       timeout, "'%s' from placed-fleet-probe" % text)
+        except AssertionError as error:
+            raise AssertionError("%s; last status %s; its log:\n%s" % (error, self.status, self.log())) from None
         assert any(line.startswith(text) for line in self.lines), \
-            "placed-fleet-probe exited (%s): %s" % (self.proc.returncode, "\n".join(self.errors[-20:]))
+            "placed-fleet-probe exited (%s): %s" % (self.proc.returncode, self.log())
+
+    def log(self, lines=20):
+        return "\n".join(self.errors[-lines:])
 
     def kill(self):
         end(self.proc, signal.SIGKILL)

@@ -97,19 +97,49 @@ def test_a_nats_cluster_node_killed_mid_burst(tmp_path, probe_bin, cleanup):
     subscriber = Subscriber("127.0.0.1", cluster.mqtt[2], "placed/%s/#" % device)
     cleanup.append(subscriber.stop)
     settings = {"Broker": " ".join(cluster.url(i) for i in range(3)), "DeviceId": device, "KeepAlive": 5}
-    probe = FleetProbe(probe_bin, tmp_path / "selections.db", settings, "--markers", 2000, "--interval", 0.002,
+    probe = FleetProbe(probe_bin, tmp_path / "selections.db", settings, "--markers", 1000, "--interval", 0.004,
                        "--exit-when-drained")
     cleanup.append(probe.kill)
-    wait_until(lambda: len(Ledger(subscriber.received(), device).first) >= 200, 60, "the burst under way")
+    wait_until(lambda: len(Ledger(subscriber.received(), device).first) >= 100, 60, "the burst under way")
     assert probe.status.get("broker") == cluster.url(0), probe.status
     cluster.kill(0)
     killed_with = len(Ledger(subscriber.received(), device).first)
-    probe.wait_for("drained", 120)
-    wait_until(lambda: len(Ledger(subscriber.received(), device).first) == 2000, 60,
+    # A JetStream cluster that lost a node elects new stream leaders, and a loaded machine can keep it
+    # slow for a while: the drain is given minutes.
+    try:
+        probe.wait_for("drained", 240)
+    except AssertionError as error:
+        timeline = [line for line in probe.lines if line.startswith("status")][::10]
+        logs = "\n".join("n%d: %s" % (i + 1, cluster.log(i)[-1500:]) for i in (1, 2))
+        raise AssertionError("%s\nreceived %d\nprobe every 10 s: %s\n%s" % (
+            error, len(Ledger(subscriber.received(), device).first), "\n".join(timeline), logs))
+    wait_until(lambda: len(Ledger(subscriber.received(), device).first) == 1000, 60,
                "every marker through the other nodes")
     ledger = Ledger(subscriber.received(), device)
-    assert ledger.missing(range(1, 2001)) == []
+    assert ledger.missing(range(1, 1001)) == []
     assert ledger.problems == []
-    assert killed_with < 2000, "the burst was over before the node died: the test tested nothing"
+    assert killed_with < 1000, "the burst was over before the node died: the test tested nothing"
     others = ("status connected broker=%s" % cluster.url(i) for i in (1, 2))
     assert any(line.startswith(prefix) for prefix in others for line in probe.lines), "failed over to a live node"
+
+
+def test_bench_run_reads_every_fleet_figure():
+    """A short `placed-bench fleet`: it measures against a mosquitto of its own, and bench/run reads each
+    of its three figures (the idle one judged against the keepalive)."""
+    import importlib.machinery
+    import importlib.util
+    import subprocess
+
+    from harness import ROOT
+
+    bench = bin_path("release", "placed-bench")
+    out = subprocess.run([bench, "fleet", "--markers", "500", "--backlog", "5000", "--idle", "12", "--keepalive", "5"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "bench" / "run"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_run", loader))
+    loader.exec_module(module)
+    rows = {row[0]: row for row in module.rows("fleet", out.stdout)}
+    assert set(rows) == {"fleet: markers through the outbox to PUBACK (mosquitto)",
+                         "fleet: drain of a 5,000-event backlog", "fleet: idle wake-ups, connected (strace)"}
+    assert rows["fleet: idle wake-ups, connected (strace)"][5] == "met", out.stdout
