@@ -41,63 +41,70 @@ public struct PlaceIndex: Sendable {
 
     /// Points per leaf: ranges at most this long are scanned linearly.
     public let nodeSize: Int
-    /// `ids[position]`: the index, in the builder's coordinates, of the point at `position`.
-    let ids: [Int32]
-    /// Interleaved longitude, latitude (x, y) in tree order.
-    let points: [Double]
+    /// The tree's arrays, owned or borrowed from a mapped file.
+    let storage: IndexStorage
     /// The data's bounding box: the root node's box for `nearest`.
     let bounds: (minLongitude: Double, minLatitude: Double, maxLongitude: Double, maxLatitude: Double)
 
-    public var count: Int { ids.count }
-    public var isEmpty: Bool { ids.isEmpty }
+    public var count: Int { storage.count }
+    public var isEmpty: Bool { storage.count == 0 }
 
     /// Builds the tree; `coordinates` must be valid (see `Coordinate.isValid`). O(n log n).
     public init(coordinates: [Coordinate], nodeSize: Int = 64) {
-        precondition(nodeSize >= 1 && nodeSize <= Int(UInt16.max), "PlaceIndex: node size out of range")
         precondition(coordinates.count < Int(Int32.max), "PlaceIndex: too many places")
-        var ids = [Int32](unsafeUninitializedCapacity: coordinates.count) { buffer, initialized in
-            for i in 0..<coordinates.count { buffer[i] = Int32(i) }
-            initialized = coordinates.count
+        let points = UnsafeMutableBufferPointer<Double>.allocate(capacity: 2 * coordinates.count)
+        for (i, c) in coordinates.enumerated() {
+            precondition(c.isValid, "PlaceIndex: invalid coordinate \(c) at \(i)")
+            points[2 * i] = c.longitude
+            points[2 * i + 1] = c.latitude
         }
-        var points = [Double](unsafeUninitializedCapacity: 2 * coordinates.count) {
-            buffer, initialized in
-            for (i, c) in coordinates.enumerated() {
-                precondition(c.isValid, "PlaceIndex: invalid coordinate \(c) at \(i)")
-                buffer[2 * i] = c.longitude
-                buffer[2 * i + 1] = c.latitude
-            }
-            initialized = 2 * coordinates.count
-        }
-        ids.withUnsafeMutableBufferPointer { ids in
-            points.withUnsafeMutableBufferPointer { points in
-                let sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
-                sorter.sort(0, ids.count - 1, axis: 0)
-            }
-        }
-        self.init(nodeSize: nodeSize, ids: ids, points: points)
+        self.init(sorting: points, nodeSize: nodeSize)
     }
 
-    init(nodeSize: Int, ids: [Int32], points: [Double]) {
+    /// Builds the tree over interleaved (longitude, latitude) pairs, taking ownership of `points` (sorted in
+    /// place): an importer's array of millions is not copied. The pairs must be valid coordinates.
+    public init(sortingInterleaved points: UnsafeMutableBufferPointer<Double>, nodeSize: Int = 64) {
+        self.init(sorting: points, nodeSize: nodeSize)
+    }
+
+    private init(sorting points: UnsafeMutableBufferPointer<Double>, nodeSize: Int) {
+        precondition(nodeSize >= 1 && nodeSize <= Int(UInt16.max), "PlaceIndex: node size out of range")
+        let count = points.count / 2
+        precondition(count < Int(Int32.max), "PlaceIndex: too many places")
+        let ids = UnsafeMutableBufferPointer<Int32>.allocate(capacity: count)
+        for i in 0..<count { ids[i] = Int32(i) }
+        TreeSorter(ids: ids, points: points, nodeSize: nodeSize).sort(0, count - 1, axis: 0)
+        self.init(nodeSize: nodeSize, storage: IndexStorage(owning: points, ids: ids))
+    }
+
+    init(nodeSize: Int, storage: IndexStorage) {
         self.nodeSize = nodeSize
-        self.ids = ids
-        self.points = points
+        self.storage = storage
         var minX = Double.infinity
         var minY = Double.infinity
         var maxX = -Double.infinity
         var maxY = -Double.infinity
-        for i in 0..<ids.count {
-            minX = min(minX, points[2 * i])
-            maxX = max(maxX, points[2 * i])
-            minY = min(minY, points[2 * i + 1])
-            maxY = max(maxY, points[2 * i + 1])
+        // Only the root's box is needed, and the points' box is the root's: a mapped index reads it from
+        // its header instead of touching every page.
+        if let stored = storage.bounds {
+            (minX, minY, maxX, maxY) = stored
+        } else {
+            let points = storage.points
+            for i in 0..<storage.count {
+                minX = min(minX, points[2 * i])
+                maxX = max(maxX, points[2 * i])
+                minY = min(minY, points[2 * i + 1])
+                maxY = max(maxY, points[2 * i + 1])
+            }
         }
         bounds = (minX, minY, maxX, maxY)
     }
 
     /// The point stored at tree `position` and its index in the builder's coordinates.
     public func entry(atPosition position: Int) -> (index: Int, coordinate: Coordinate) {
-        (
-            Int(ids[position]),
+        let points = storage.points
+        return (
+            storage.id(at: position),
             Coordinate(latitude: points[2 * position + 1], longitude: points[2 * position])
         )
     }
@@ -105,24 +112,72 @@ public struct PlaceIndex: Sendable {
     /// The same tree with every place renumbered by its tree position, and the renumbering:
     /// `order[newIndex] == oldIndex`. Stored in this order, the places' rows line up with the tree.
     public func renumberedByPosition() -> (index: PlaceIndex, order: [Int32]) {
-        let identity = [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
-            for i in 0..<count { buffer[i] = Int32(i) }
-            initialized = count
-        }
-        return (PlaceIndex(nodeSize: nodeSize, ids: identity, points: points), ids)
+        let order = (0..<count).map { Int32(storage.id(at: $0)) }
+        let points = UnsafeMutableBufferPointer<Double>.allocate(capacity: 2 * count)
+        _ = points.initialize(from: storage.points)
+        return (PlaceIndex(nodeSize: nodeSize, storage: IndexStorage(owning: points, ids: nil)), order)
     }
 
     /// True when every place's index is its tree position (see `renumberedByPosition`).
     public var isNumberedByPosition: Bool {
-        ids.withUnsafeBufferPointer { ids in
-            for i in 0..<ids.count where ids[i] != Int32(truncatingIfNeeded: i) { return false }
-            return true
-        }
+        guard let ids = storage.ids else { return true }
+        for i in 0..<ids.count where ids[i] != Int32(truncatingIfNeeded: i) { return false }
+        return true
     }
 
     /// The distance this index measures: metres on the tangent plane at `origin`.
     public static func distance(from origin: Coordinate, to c: Coordinate) -> Double {
         LocalProjection(origin: origin).distance(to: c)
+    }
+}
+
+/// The arrays of a `PlaceIndex`: interleaved (longitude, latitude) in tree order and, unless every place
+/// is numbered by its position, the place number at each position. Either allocated (and freed here) or
+/// borrowed from memory `owner` keeps alive, such as a read-only mapping of the places file.
+final class IndexStorage: @unchecked Sendable {
+    let points: UnsafeBufferPointer<Double>
+    /// nil: the place at position i is place i.
+    let ids: UnsafeBufferPointer<Int32>?
+    let count: Int
+    /// The points' box when known without a scan (from a serialized header).
+    let bounds: (Double, Double, Double, Double)?
+    private let owner: AnyObject?
+    private let owned: Bool
+
+    init(owning points: UnsafeMutableBufferPointer<Double>, ids: UnsafeMutableBufferPointer<Int32>?) {
+        self.points = UnsafeBufferPointer(points)
+        self.ids = ids.map { UnsafeBufferPointer($0) }
+        count = points.count / 2
+        bounds = nil
+        owner = nil
+        owned = true
+    }
+
+    init(
+        borrowing points: UnsafeBufferPointer<Double>, ids: UnsafeBufferPointer<Int32>?,
+        bounds: (Double, Double, Double, Double)?, owner: AnyObject
+    ) {
+        self.points = points
+        self.ids = ids
+        count = points.count / 2
+        self.bounds = bounds
+        self.owner = owner
+        owned = false
+    }
+
+    deinit {
+        guard owned else { return }
+        points.deallocate()
+        ids?.deallocate()
+    }
+
+    /// The place number at `position`; -1 for a borrowed id outside `0..<count` (damaged bytes are never
+    /// trusted as an index into anything).
+    @inline(__always)
+    func id(at position: Int) -> Int {
+        guard let ids else { return position }
+        let id = Int(ids[position])
+        return id >= 0 && id < count ? id : -1
     }
 }
 
@@ -190,69 +245,69 @@ extension PlaceIndex {
         let limit = Swift.min(k, count)
         result.reserveCapacity(limit)
 
-        ids.withUnsafeBufferPointer { ids in
-            points.withUnsafeBufferPointer { points in
-                // A stack of nodes: range, axis, box and the box's lower bound on distance.
-                withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { ranges in
-                    withUnsafeTemporaryAllocation(of: Double.self, capacity: 5 * Self.stackDepth) { boxes in
-                        var top = 0
-                        func push(
-                            _ left: Int, _ right: Int, _ axis: Int, _ box: (Double, Double, Double, Double)
-                        ) {
-                            let bound = metric.distance(toBox: box)
-                            guard bound <= maxDistance else { return }
-                            ranges[3 * top] = left
-                            ranges[3 * top + 1] = right
-                            ranges[3 * top + 2] = axis
-                            boxes[5 * top] = box.0
-                            boxes[5 * top + 1] = box.1
-                            boxes[5 * top + 2] = box.2
-                            boxes[5 * top + 3] = box.3
-                            boxes[5 * top + 4] = bound
-                            top += 1
-                        }
-                        func consider(_ position: Int) {
-                            let d = metric.distance(points[2 * position], points[2 * position + 1])
-                            guard d <= maxDistance else { return }
-                            let candidate = Neighbor(index: Int(ids[position]), distance: d)
-                            if result.count < limit {
-                                result.append(candidate)
-                                result.siftUp(from: result.count - 1)
-                            } else if Neighbor.precedes(candidate, result[0]) {
-                                result[0] = candidate
-                                result.siftDown(from: 0)
-                            }
-                        }
+        let storage = self.storage
+        let points = storage.points
+        // A stack of nodes: range, axis, box and the box's lower bound on distance.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { ranges in
+            withUnsafeTemporaryAllocation(of: Double.self, capacity: 5 * Self.stackDepth) { boxes in
+                var top = 0
+                func push(
+                    _ left: Int, _ right: Int, _ axis: Int, _ box: (Double, Double, Double, Double)
+                ) {
+                    let bound = metric.distance(toBox: box)
+                    guard bound <= maxDistance else { return }
+                    ranges[3 * top] = left
+                    ranges[3 * top + 1] = right
+                    ranges[3 * top + 2] = axis
+                    boxes[5 * top] = box.0
+                    boxes[5 * top + 1] = box.1
+                    boxes[5 * top + 2] = box.2
+                    boxes[5 * top + 3] = box.3
+                    boxes[5 * top + 4] = bound
+                    top += 1
+                }
+                func consider(_ position: Int) {
+                    let d = metric.distance(points[2 * position], points[2 * position + 1])
+                    guard d <= maxDistance else { return }
+                    let id = storage.id(at: position)
+                    guard id >= 0 else { return }
+                    let candidate = Neighbor(index: id, distance: d)
+                    if result.count < limit {
+                        result.append(candidate)
+                        result.siftUp(from: result.count - 1)
+                    } else if Neighbor.precedes(candidate, result[0]) {
+                        result[0] = candidate
+                        result.siftDown(from: 0)
+                    }
+                }
 
-                        push(0, ids.count - 1, 0, bounds)
-                        while top > 0 {
-                            top -= 1
-                            let left = ranges[3 * top]
-                            let right = ranges[3 * top + 1]
-                            let axis = ranges[3 * top + 2]
-                            let box = (boxes[5 * top], boxes[5 * top + 1], boxes[5 * top + 2], boxes[5 * top + 3])
-                            // Strictly farther: an equally distant point may still win on index.
-                            if result.count == limit && boxes[5 * top + 4] > result[0].distance { continue }
+                push(0, count - 1, 0, bounds)
+                while top > 0 {
+                    top -= 1
+                    let left = ranges[3 * top]
+                    let right = ranges[3 * top + 1]
+                    let axis = ranges[3 * top + 2]
+                    let box = (boxes[5 * top], boxes[5 * top + 1], boxes[5 * top + 2], boxes[5 * top + 3])
+                    // Strictly farther: an equally distant point may still win on index.
+                    if result.count == limit && boxes[5 * top + 4] > result[0].distance { continue }
 
-                            if right - left <= nodeSize {
-                                for position in left...right { consider(position) }
-                                continue
-                            }
-                            let m = (left + right) >> 1
-                            consider(m)
-                            let split = points[2 * m + axis]
-                            let low = axis == 0 ? (box.0, box.1, split, box.3) : (box.0, box.1, box.2, split)
-                            let high = axis == 0 ? (split, box.1, box.2, box.3) : (box.0, split, box.2, box.3)
-                            let centerValue = axis == 0 ? center.longitude : center.latitude
-                            // Far side first, so the near side is popped (and tightens the bound) first.
-                            if centerValue < split {
-                                push(m + 1, right, 1 - axis, high)
-                                push(left, m - 1, 1 - axis, low)
-                            } else {
-                                push(left, m - 1, 1 - axis, low)
-                                push(m + 1, right, 1 - axis, high)
-                            }
-                        }
+                    if right - left <= nodeSize {
+                        for position in left...right { consider(position) }
+                        continue
+                    }
+                    let m = (left + right) >> 1
+                    consider(m)
+                    let split = points[2 * m + axis]
+                    let low = axis == 0 ? (box.0, box.1, split, box.3) : (box.0, box.1, box.2, split)
+                    let high = axis == 0 ? (split, box.1, box.2, box.3) : (box.0, split, box.2, box.3)
+                    let centerValue = axis == 0 ? center.longitude : center.latitude
+                    // Far side first, so the near side is popped (and tightens the bound) first.
+                    if centerValue < split {
+                        push(m + 1, right, 1 - axis, high)
+                        push(left, m - 1, 1 - axis, low)
+                    } else {
+                        push(left, m - 1, 1 - axis, low)
+                        push(m + 1, right, 1 - axis, high)
                     }
                 }
             }
@@ -274,50 +329,51 @@ extension PlaceIndex {
         // Squared-distance prefilter, loose by far more than rounding, so the exact test
         // (`distance <= radius`, bit for bit LocalProjection's) decides every borderline point.
         let looseSquare = radius * radius * (1 + 1e-9)
-        ids.withUnsafeBufferPointer { ids in
-            points.withUnsafeBufferPointer { points in
-                withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { stack in
-                    @inline(__always) func consider(_ i: Int) {
-                        // No box test per point: the distance is as cheap and never mispredicted.
-                        let east = metric.longitudeDelta(points[2 * i]) * metric.metresPerDegreeLongitude
-                        let north = (points[2 * i + 1] - metric.latitude) * metric.metresPerDegreeLatitude
-                        let square = east * east + north * north
-                        if square <= looseSquare {
-                            let d = square.squareRoot()
-                            if d <= radius { result.append(Neighbor(index: Int(ids[i]), distance: d)) }
-                        }
+        let storage = self.storage
+        let points = storage.points
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { stack in
+            @inline(__always) func consider(_ i: Int) {
+                // No box test per point: the distance is as cheap and never mispredicted.
+                let east = metric.longitudeDelta(points[2 * i]) * metric.metresPerDegreeLongitude
+                let north = (points[2 * i + 1] - metric.latitude) * metric.metresPerDegreeLatitude
+                let square = east * east + north * north
+                if square <= looseSquare {
+                    let d = square.squareRoot()
+                    if d <= radius {
+                        let id = storage.id(at: i)
+                        if id >= 0 { result.append(Neighbor(index: id, distance: d)) }
                     }
-                    stack[0] = 0
-                    stack[1] = ids.count - 1
-                    stack[2] = 0
-                    var top = 1
-                    while top > 0 {
-                        top -= 1
-                        let left = stack[3 * top]
-                        let right = stack[3 * top + 1]
-                        let axis = stack[3 * top + 2]
-                        if right - left <= nodeSize {
-                            for i in left...right { consider(i) }
-                            continue
-                        }
-                        let m = (left + right) >> 1
-                        consider(m)
-                        let split = points[2 * m + axis]
-                        let goLow = axis == 0 ? (box.west <= split || box.otherWest <= split) : box.minY <= split
-                        let goHigh = axis == 0 ? (box.east >= split || box.otherEast >= split) : box.maxY >= split
-                        if goLow {
-                            stack[3 * top] = left
-                            stack[3 * top + 1] = m - 1
-                            stack[3 * top + 2] = 1 - axis
-                            top += 1
-                        }
-                        if goHigh {
-                            stack[3 * top] = m + 1
-                            stack[3 * top + 1] = right
-                            stack[3 * top + 2] = 1 - axis
-                            top += 1
-                        }
-                    }
+                }
+            }
+            stack[0] = 0
+            stack[1] = count - 1
+            stack[2] = 0
+            var top = 1
+            while top > 0 {
+                top -= 1
+                let left = stack[3 * top]
+                let right = stack[3 * top + 1]
+                let axis = stack[3 * top + 2]
+                if right - left <= nodeSize {
+                    for i in left...right { consider(i) }
+                    continue
+                }
+                let m = (left + right) >> 1
+                consider(m)
+                let split = points[2 * m + axis]
+                let goLow = axis == 0 ? (box.west <= split || box.otherWest <= split) : box.minY <= split
+                let goHigh = axis == 0 ? (box.east >= split || box.otherEast >= split) : box.maxY >= split
+                if goLow {
+                    stack[3 * top] = left
+                    stack[3 * top + 1] = m - 1
+                    stack[3 * top + 2] = 1 - axis
+                    top += 1
+                }
+                if goHigh {
+                    stack[3 * top] = m + 1
+                    stack[3 * top + 1] = right
+                    stack[3 * top + 2] = 1 - axis
+                    top += 1
                 }
             }
         }
@@ -619,37 +675,63 @@ public enum PlaceIndexDecodingError: Error, Equatable, Sendable, CustomStringCon
 }
 
 extension PlaceIndex {
-    // Layout, little-endian: "PKDX", version u16, nodeSize u16, count u32, reserved u32,
-    // ids i32 × count, zero padding to a multiple of 8, then (longitude, latitude) f64 × count.
+    // Layout, little-endian: "PKDX", version u16, nodeSize u16, count u32, flags u32; version 2 then the
+    // points' box (min longitude, min latitude, max longitude, max latitude) f64 × 4; ids i32 × count
+    // unless flag 1 (every place numbered by its position) left them out; zero padding to a multiple of 8;
+    // then (longitude, latitude) f64 × count. Version 1 had no box and always the ids.
     static let magic: [UInt8] = Array("PKDX".utf8)
-    static let formatVersion = 1
-    static let headerSize = 16
+    static let formatVersion = 2
+    static let identityFlag: UInt32 = 1
 
-    static func serializedSize(count: Int) -> (idsOffset: Int, pointsOffset: Int, total: Int) {
-        let idsEnd = headerSize + 4 * count
+    static func layout(version: Int, count: Int, identity: Bool) -> (idsOffset: Int, pointsOffset: Int, total: Int) {
+        let header = version == 1 ? 16 : 48
+        let idsEnd = header + (identity ? 0 : 4 * count)
         let pointsOffset = (idsEnd + 7) & ~7
-        return (headerSize, pointsOffset, pointsOffset + 16 * count)
+        return (header, pointsOffset, pointsOffset + 16 * count)
     }
 
-    /// The index as bytes, to store beside the places it indexes (`init(serialized:)` reads it back).
+    /// The index as bytes, to store beside the places it indexes (`init(serialized:)` reads it back, and
+    /// `init(mapping:owner:)` uses it in place).
     public func serialized() -> [UInt8] {
-        let layout = Self.serializedSize(count: count)
+        let identity = storage.ids == nil
+        let layout = Self.layout(version: Self.formatVersion, count: count, identity: identity)
         return [UInt8](unsafeUninitializedCapacity: layout.total) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
-            raw.initializeMemory(as: UInt8.self, repeating: 0)
-            for (i, byte) in Self.magic.enumerated() { raw[i] = byte }
-            raw.storeBytes(of: UInt16(Self.formatVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
-            raw.storeBytes(of: UInt16(nodeSize).littleEndian, toByteOffset: 6, as: UInt16.self)
-            raw.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 8, as: UInt32.self)
+            writeSerialized(into: raw)
+            initialized = layout.total
+        }
+    }
+
+    /// Bytes `serialized()` writes.
+    public var serializedSize: Int {
+        Self.layout(version: Self.formatVersion, count: count, identity: storage.ids == nil).total
+    }
+
+    /// Writes `serialized()` into `raw` (exactly `serializedSize` bytes), as an importer writes it
+    /// straight into a file's buffer.
+    public func writeSerialized(into raw: UnsafeMutableRawBufferPointer) {
+        let identity = storage.ids == nil
+        let layout = Self.layout(version: Self.formatVersion, count: count, identity: identity)
+        precondition(raw.count == layout.total, "PlaceIndex.writeSerialized: wrong buffer size")
+        raw.initializeMemory(as: UInt8.self, repeating: 0)
+        for (i, byte) in Self.magic.enumerated() { raw[i] = byte }
+        raw.storeBytes(of: UInt16(Self.formatVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
+        raw.storeBytes(of: UInt16(nodeSize).littleEndian, toByteOffset: 6, as: UInt16.self)
+        raw.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 8, as: UInt32.self)
+        raw.storeBytes(of: (identity ? Self.identityFlag : 0).littleEndian, toByteOffset: 12, as: UInt32.self)
+        for (i, value) in [bounds.minLongitude, bounds.minLatitude, bounds.maxLongitude, bounds.maxLatitude]
+            .enumerated()
+        {
+            raw.storeBytes(of: value.bitPattern.littleEndian, toByteOffset: 16 + 8 * i, as: UInt64.self)
+        }
+        if let ids = storage.ids {
             for (i, id) in ids.enumerated() {
                 raw.storeBytes(of: id.littleEndian, toByteOffset: layout.idsOffset + 4 * i, as: Int32.self)
             }
-            for (i, value) in points.enumerated() {
-                raw.storeBytes(
-                    of: value.bitPattern.littleEndian, toByteOffset: layout.pointsOffset + 8 * i,
-                    as: UInt64.self)
-            }
-            initialized = layout.total
+        }
+        for (i, value) in storage.points.enumerated() {
+            raw.storeBytes(
+                of: value.bitPattern.littleEndian, toByteOffset: layout.pointsOffset + 8 * i, as: UInt64.self)
         }
     }
 
@@ -664,32 +746,74 @@ extension PlaceIndex {
         self = try decoded.get()
     }
 
-    /// Reads an index written by `serialized()`. Checks the header, the length, that the ids are a
-    /// permutation and the coordinates valid — O(n), a few milliseconds for a million places; the
-    /// tree order itself is trusted (it was written together with the places).
-    public init(serialized bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) {
-        guard bytes.count >= Self.headerSize, bytes.prefix(4).elementsEqual(Self.magic) else {
-            throw .badMagic
-        }
+    /// The header's fields, checked against the length of `bytes`.
+    private static func header(_ bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) -> (
+        version: Int, nodeSize: Int, count: Int, identity: Bool,
+        layout: (idsOffset: Int, pointsOffset: Int, total: Int)
+    ) {
+        guard bytes.count >= 16, bytes.prefix(4).elementsEqual(Self.magic) else { throw .badMagic }
         let version = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
-        guard version == Self.formatVersion else { throw .unsupportedVersion(version) }
-        let nodeSize = Int(
-            UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
+        guard version == 1 || version == 2 else { throw .unsupportedVersion(version) }
+        let nodeSize = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
         guard nodeSize >= 1 else { throw .badNodeSize(nodeSize) }
         let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
         guard count < Int(Int32.max) else { throw .wrongLength(expected: Int.max, actual: bytes.count) }
-        let layout = Self.serializedSize(count: count)
-        guard bytes.count == layout.total else {
-            throw .wrongLength(expected: layout.total, actual: bytes.count)
-        }
+        let flags = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+        let identity = version == 2 && flags & identityFlag != 0
+        let layout = Self.layout(version: version, count: count, identity: identity)
+        guard bytes.count == layout.total else { throw .wrongLength(expected: layout.total, actual: bytes.count) }
+        return (version, nodeSize, count, identity, layout)
+    }
 
-        var seen = [UInt64](repeating: 0, count: (count + 63) / 64)
-        var badPosition: Int?
-        let ids = [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
+    /// Uses an index written by `serialized()` where it lies, as a read-only mapping of the places file
+    /// holds it: nothing is copied and nothing but the header is read, so opening costs no page of the
+    /// tree. `owner` keeps the bytes alive. The header and length are checked; the points are trusted
+    /// (the importer wrote them with the places), and ids, when stored, are range-checked as they are
+    /// read. `bytes` must be 8-aligned; on a big-endian machine the index is decoded into memory instead.
+    public init(mapping bytes: UnsafeRawBufferPointer, owner: AnyObject) throws(PlaceIndexDecodingError) {
+        let header = try Self.header(bytes)
+        #if _endian(little)
+            guard let base = bytes.baseAddress, Int(bitPattern: base) % 8 == 0 else {
+                throw .wrongLength(expected: header.layout.total, actual: -1)
+            }
+            let points = UnsafeBufferPointer(
+                start: (base + header.layout.pointsOffset).assumingMemoryBound(to: Double.self),
+                count: 2 * header.count)
+            let ids =
+                header.identity
+                ? nil
+                : UnsafeBufferPointer(
+                    start: (base + header.layout.idsOffset).assumingMemoryBound(to: Int32.self), count: header.count)
+            var box: (Double, Double, Double, Double)?
+            if header.version == 2 {
+                func load(_ i: Int) -> Double {
+                    Double(
+                        bitPattern: UInt64(
+                            littleEndian: bytes.loadUnaligned(fromByteOffset: 16 + 8 * i, as: UInt64.self)))
+                }
+                box = (load(0), load(1), load(2), load(3))
+            }
+            self.init(
+                nodeSize: header.nodeSize,
+                storage: IndexStorage(borrowing: points, ids: ids, bounds: box, owner: owner))
+        #else
+            self = try PlaceIndex(serialized: bytes)
+        #endif
+    }
+
+    /// Reads an index written by `serialized()` into memory of its own. Checks the header, the length,
+    /// that the ids are a permutation and the coordinates valid — O(n), a few milliseconds for a million
+    /// places; the tree order itself is trusted (it was written together with the places).
+    public init(serialized bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) {
+        let (_, nodeSize, count, identity, layout) = try Self.header(bytes)
+        var ids: UnsafeMutableBufferPointer<Int32>?
+        if !identity {
+            var seen = [UInt64](repeating: 0, count: (count + 63) / 64)
+            var badPosition: Int?
+            let buffer = UnsafeMutableBufferPointer<Int32>.allocate(capacity: count)
             for i in 0..<count {
                 let id = Int32(
-                    littleEndian: bytes.loadUnaligned(
-                        fromByteOffset: layout.idsOffset + 4 * i, as: Int32.self))
+                    littleEndian: bytes.loadUnaligned(fromByteOffset: layout.idsOffset + 4 * i, as: Int32.self))
                 buffer[i] = id
                 let word = Int(id) >> 6
                 let bit = UInt64(1) << UInt64(Int(id) & 63)
@@ -699,26 +823,22 @@ extension PlaceIndex {
                     seen[word] |= bit
                 }
             }
-            initialized = count
+            if let badPosition {
+                buffer.deallocate()
+                throw .invalidEntry(position: badPosition)
+            }
+            ids = buffer
         }
-        if let badPosition { throw .invalidEntry(position: badPosition) }
-        let points = [Double](unsafeUninitializedCapacity: 2 * count) { buffer, initialized in
-            let source = UnsafeRawBufferPointer(rebasing: bytes[layout.pointsOffset...])
-            #if _endian(little)
-                UnsafeMutableRawBufferPointer(buffer).copyMemory(from: source)
-            #else
-                for i in 0..<2 * count {
-                    buffer[i] = Double(
-                        bitPattern: UInt64(
-                            littleEndian: source.loadUnaligned(fromByteOffset: 8 * i, as: UInt64.self)))
-                }
-            #endif
-            initialized = 2 * count
+        let points = UnsafeMutableBufferPointer<Double>.allocate(capacity: 2 * count)
+        for i in 0..<2 * count {
+            points[i] = Double(
+                bitPattern: UInt64(
+                    littleEndian: bytes.loadUnaligned(fromByteOffset: layout.pointsOffset + 8 * i, as: UInt64.self)))
         }
-        for i in 0..<count
-        where !Coordinate(latitude: points[2 * i + 1], longitude: points[2 * i]).isValid {
+        let storage = IndexStorage(owning: points, ids: ids)
+        for i in 0..<count where !Coordinate(latitude: points[2 * i + 1], longitude: points[2 * i]).isValid {
             throw .invalidEntry(position: i)
         }
-        self.init(nodeSize: nodeSize, ids: ids, points: points)
+        self.init(nodeSize: nodeSize, storage: storage)
     }
 }

@@ -12,27 +12,32 @@ public struct ReachIndex: Sendable {
     private struct Tier: Sendable {
         /// Every member reaches at most this far from its coordinate, metres.
         var reach: Double
+        /// Numbered by position: the member at tree position p is `members[p]`.
         var index: PlaceIndex
-        /// `members[i]`: the member number of the index's i-th coordinate.
-        var members: [Int32]
+        var members: MemberList
     }
 
     /// Smallest tier bound above 0, metres; bounds double from here.
     static let firstReach = 16.0
 
     /// Member `i` is at `coordinates[i]` and reaches `reaches[i]` metres from it; a member with an
-    /// invalid coordinate is never found.
-    public init(coordinates: [Coordinate], reaches: [Double]) {
+    /// invalid coordinate is never found. Queries report `members[i]` for it (by default i itself).
+    public init(coordinates: [Coordinate], reaches: [Double], members: [Int32]? = nil) {
         precondition(coordinates.count == reaches.count, "one reach per coordinate")
+        precondition(members == nil || members!.count == coordinates.count, "one member number per coordinate")
         var groups: [Int: [Int32]] = [:]  // tier number → members; 0 is the points
         for (member, coordinate) in coordinates.enumerated() where coordinate.isValid {
             groups[Self.tier(forReach: reaches[member]), default: []].append(Int32(member))
         }
         tiers = groups.keys.sorted().map { tier in
-            let members = groups[tier]!
-            return Tier(
-                reach: Self.bound(ofTier: tier), index: PlaceIndex(coordinates: members.map { coordinates[Int($0)] }),
-                members: members)
+            let items = groups[tier]!
+            let (index, order) = PlaceIndex(coordinates: items.map { coordinates[Int($0)] }).renumberedByPosition()
+            let numbers = UnsafeMutableBufferPointer<Int32>.allocate(capacity: items.count)
+            for (position, item) in order.enumerated() {
+                let number = items[Int(item)]
+                numbers[position] = members?[Int(number)] ?? number
+            }
+            return Tier(reach: Self.bound(ofTier: tier), index: index, members: MemberList(owning: numbers))
         }
     }
 
@@ -54,7 +59,8 @@ public struct ReachIndex: Sendable {
         found.removeAll(keepingCapacity: true)
         for tier in tiers {
             tier.index.within(radius + tier.reach, of: center, into: &scratch)
-            for n in scratch { found.append(tier.members[n.index]) }
+            let members = tier.members.numbers
+            for n in scratch { found.append(members[n.index]) }
         }
     }
 
@@ -92,5 +98,107 @@ extension Place {
         // The index measures in the query's plane, the reach in the place's: a part per thousand at
         // 10 km covers the difference.
         return farthest * 1.001
+    }
+}
+
+/// A tier's member numbers by tree position, owned or borrowed from a mapped file.
+private final class MemberList: @unchecked Sendable {
+    let numbers: UnsafeBufferPointer<Int32>
+    private let owner: AnyObject?
+
+    init(owning numbers: UnsafeMutableBufferPointer<Int32>) {
+        self.numbers = UnsafeBufferPointer(numbers)
+        owner = nil
+    }
+
+    init(borrowing numbers: UnsafeBufferPointer<Int32>, owner: AnyObject) {
+        self.numbers = numbers
+        self.owner = owner
+    }
+
+    deinit { if owner == nil { numbers.deallocate() } }
+}
+
+/// Why bytes are not a `ReachIndex`.
+public enum ReachIndexDecodingError: Error, Equatable, Sendable, CustomStringConvertible {
+    case badMagic
+    case badTier(Int, String)
+
+    public var description: String {
+        switch self {
+        case .badMagic: "not a reach index (bad magic)"
+        case .badTier(let tier, let reason): "reach index tier \(tier): \(reason)"
+        }
+    }
+}
+
+extension ReachIndex {
+    // Layout, little-endian: "RCHX", version u32 (1), tier count u32, zero u32; per tier reach f64, index
+    // offset u64, index length u64, members offset u64 (offsets from the start, 8-aligned); then each
+    // tier's `PlaceIndex.serialized()` and its member numbers, i32 × the index's count.
+    static let magic: [UInt8] = Array("RCHX".utf8)
+
+    /// The index as bytes (`init(mapping:owner:)` uses them in place).
+    public func serialized() -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: 16 + 32 * tiers.count)
+        for (i, byte) in Self.magic.enumerated() { bytes[i] = byte }
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            withUnsafeBytes(of: value.littleEndian) { raw in
+                for (i, byte) in raw.enumerated() { bytes[offset + i] = byte }
+            }
+        }
+        put(UInt32(1), at: 4)
+        put(UInt32(tiers.count), at: 8)
+        for (number, tier) in tiers.enumerated() {
+            let entry = 16 + 32 * number
+            put(tier.reach.bitPattern, at: entry)
+            let index = tier.index.serialized()
+            put(UInt64(bytes.count), at: entry + 8)
+            put(UInt64(index.count), at: entry + 16)
+            bytes += index
+            bytes += [UInt8](repeating: 0, count: (8 - bytes.count % 8) % 8)
+            put(UInt64(bytes.count), at: entry + 24)
+            for member in tier.members.numbers { withUnsafeBytes(of: member.littleEndian) { bytes += $0 } }
+            bytes += [UInt8](repeating: 0, count: (8 - bytes.count % 8) % 8)
+        }
+        return bytes
+    }
+
+    /// Uses bytes written by `serialized()` where they lie (8-aligned), as `PlaceIndex(mapping:owner:)`
+    /// does: the tier table is checked against the length, nothing else is read.
+    public init(mapping bytes: UnsafeRawBufferPointer, owner: AnyObject) throws(ReachIndexDecodingError) {
+        guard bytes.count >= 16, bytes.prefix(4).elementsEqual(Self.magic),
+            UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) == 1
+        else { throw .badMagic }
+        let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+        guard count <= 64, bytes.count >= 16 + 32 * count else { throw .badTier(count, "table runs past the end") }
+        func word(_ offset: Int) -> Int {
+            Int(truncatingIfNeeded: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+        }
+        var tiers: [Tier] = []
+        for number in 0..<count {
+            let entry = 16 + 32 * number
+            let reach = Double(bitPattern: UInt64(truncatingIfNeeded: word(entry)))
+            let (indexOffset, indexLength, membersOffset) = (word(entry + 8), word(entry + 16), word(entry + 24))
+            guard reach.isFinite, reach >= 0, indexOffset >= 0, indexLength >= 0, indexOffset <= bytes.count,
+                indexLength <= bytes.count - indexOffset, membersOffset % 4 == 0, membersOffset >= 0,
+                membersOffset <= bytes.count
+            else { throw .badTier(number, "offsets or reach out of range") }
+            let index: PlaceIndex
+            do {
+                index = try PlaceIndex(
+                    mapping: UnsafeRawBufferPointer(rebasing: bytes[indexOffset..<indexOffset + indexLength]),
+                    owner: owner)
+            } catch {
+                throw .badTier(number, error.description)
+            }
+            guard index.isNumberedByPosition, 4 * index.count <= bytes.count - membersOffset,
+                let base = bytes.baseAddress
+            else { throw .badTier(number, "members run past the end") }
+            let members = UnsafeBufferPointer(
+                start: (base + membersOffset).assumingMemoryBound(to: Int32.self), count: index.count)
+            tiers.append(Tier(reach: reach, index: index, members: MemberList(borrowing: members, owner: owner)))
+        }
+        self.tiers = tiers
     }
 }

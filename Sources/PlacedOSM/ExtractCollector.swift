@@ -10,6 +10,19 @@ struct ExtractCollector {
     var nodes = NodeLocations()
     var ways = WayStore()
     var relationCount = 0
+    /// Which elements the current read keeps (`Pass`).
+    var pass = Pass.all
+    /// Ways seen in the file, kept or not.
+    private(set) var waysSeen = 0
+    /// In `.memberWays`: the multipolygon members the first pass did not keep, sorted.
+    private var wantedWays: [Int64] = []
+
+    /// One read keeps everything (`.all`: every node's location and every way's refs); the two-pass
+    /// import reads ways and relations first, keeping only the ways it will use, then the member ways
+    /// of the multipolygons it keeps, then only the nodes those ways reference.
+    enum Pass {
+        case all, waysAndRelations, memberWays, nodes
+    }
     private(set) var places: [Place] = []
     private var addresses = AddressBook()
 
@@ -45,8 +58,8 @@ struct ExtractCollector {
 
     init(includesMapLayer: Bool) { self.includesMapLayer = includesMapLayer }
 
-    var nodeCount: Int { nodes.count }
-    var wayCount: Int { ways.count }
+    var nodeCount: Int { nodes.seen }
+    var wayCount: Int { waysSeen }
     var elementCount: Int { nodeCount + wayCount + relationCount }
 
     mutating func addNode(id: Int64, location: NodeLocation, tags: ElementTags, strings: StringTable) {
@@ -62,12 +75,60 @@ struct ExtractCollector {
     mutating func addWay(id: Int64, refs: ProtobufReader, tags: ElementTags, strings: StringTable)
         throws(ProtobufError)
     {
-        let way = try ways.append(id: id, refs: refs)
-        let isClosed = way.count >= 4 && way.first == way.last
-        guard let description = describe(tags, strings: strings, isClosed: isClosed, isRelation: false) else {
+        switch pass {
+        case .all:
+            waysSeen += 1
+            let way = try ways.append(id: id, refs: refs)
+            let isClosed = way.count >= 4 && way.first == way.last
+            guard let description = describe(tags, strings: strings, isClosed: isClosed, isRelation: false) else {
+                return
+            }
+            pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
+        case .waysAndRelations:
+            waysSeen += 1
+            let shape = try WayStore.shape(of: refs)
+            let isClosed = shape.count >= 4 && shape.first == shape.last
+            guard let description = describe(tags, strings: strings, isClosed: isClosed, isRelation: false) else {
+                return
+            }
+            let way = try ways.append(id: id, refs: refs)
+            pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
+        case .memberWays:
+            if Self.contains(wantedWays, id) { _ = try ways.append(id: id, refs: refs) }
+        case .nodes:
             return
         }
-        pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
+    }
+
+    /// After the first of the two passes: the member ways it did not keep, for the second. Empty when
+    /// every multipolygon's members were kept already.
+    mutating func prepareMemberWays() -> Int {
+        ways.finish()
+        var wanted: [Int64] = []
+        for relation in pendingRelations {
+            for way in relation.memberWays where ways.number(of: way) == nil { wanted.append(way) }
+        }
+        wanted.sort()
+        wantedWays = wanted
+        pass = .memberWays
+        return wanted.count
+    }
+
+    /// Before the nodes are read: keep the locations of the nodes every kept way references, and only those.
+    mutating func prepareNodes() {
+        wantedWays = []
+        nodes = NodeLocations(wanted: ways.allRefs())
+        pass = .nodes
+    }
+
+    private static func contains(_ sorted: [Int64], _ id: Int64) -> Bool {
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        return low < sorted.count && sorted[low] == id
     }
 
     mutating func addRelation(id: Int64, memberWays: [Int64], tags: ElementTags, strings: StringTable) {

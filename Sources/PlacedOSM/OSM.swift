@@ -10,8 +10,15 @@ public enum OSM {
     /// file lacks, is skipped and named in `statistics.skippedRelations`. Every place gets an address
     /// when one is near (`AddressSource`). `progress` is called after each block of about 8,000
     /// elements, on this thread.
+    private struct Block {
+        let offset: Int
+        let size: Int
+        let kinds: UInt8
+    }
+
     public static func extractPlaces(
-        path: String, mapLayer: Bool = true, progress: ((ImportProgress) -> Void)? = nil
+        path: String, mapLayer: Bool = true, passes: ImportPasses = .automatic(memoryLimit: ImportPasses.defaultLimit),
+        progress: ((ImportProgress) -> Void)? = nil
     )
         throws(OSMError)
         -> PlaceExtract
@@ -19,16 +26,58 @@ public enum OSM {
         let reader = try PBFReader(path: path)
         var decoder = PrimitiveBlockDecoder()
         var collector = ExtractCollector(includesMapLayer: mapLayer)
-        while let (block, offset) = try reader.nextDataBlock() {
-            do {
-                try decoder.decode(block, into: &collector)
-            } catch {
-                throw .corruptBlob(path: path, offset: offset, reason: error.reason)
+        let twoPass = passes.readsTwice(fileBytes: reader.totalBytes)
+        let passCount = twoPass ? 3 : 1
+        /// One read: every block, recording each one's offset, size and kinds; or only `blocks`.
+        func read(_ pass: Int, _ name: String, blocks: [Block]?) throws(OSMError) -> [Block] {
+            var seen: [Block] = []
+            let total = blocks?.reduce(0) { $0 + $1.size } ?? reader.totalBytes
+            var done = 0
+            func report() {
+                progress?(
+                    ImportProgress(
+                        elements: collector.elementCount, bytesRead: done, totalBytes: total, pass: pass,
+                        passes: passCount, passName: name))
             }
-            progress?(
-                ImportProgress(
-                    elements: collector.elementCount, bytesRead: reader.bytesRead,
-                    totalBytes: reader.totalBytes))
+            if let blocks {
+                for block in blocks {
+                    guard let bytes = try reader.dataBlock(at: block.offset) else { break }
+                    do {
+                        try decoder.decode(bytes, into: &collector)
+                    } catch {
+                        throw .corruptBlob(path: path, offset: block.offset, reason: error.reason)
+                    }
+                    done += block.size
+                    report()
+                }
+                return []
+            }
+            while let (bytes, offset) = try reader.nextDataBlock() {
+                do {
+                    try decoder.decode(bytes, into: &collector)
+                } catch {
+                    throw .corruptBlob(path: path, offset: offset, reason: error.reason)
+                }
+                seen.append(Block(offset: offset, size: reader.bytesRead - offset, kinds: decoder.kinds))
+                done = reader.bytesRead
+                report()
+            }
+            return seen
+        }
+        if twoPass {
+            decoder.decodesNodes = false
+            collector.pass = .waysAndRelations
+            let blocks = try read(1, "ways and relations", blocks: nil)
+            let wayBlocks = blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.ways != 0 }
+            if collector.prepareMemberWays() > 0 {
+                (decoder.decodesWays, decoder.decodesRelations) = (true, false)
+                _ = try read(2, "multipolygon member ways", blocks: wayBlocks)
+            }
+            collector.prepareNodes()
+            (decoder.decodesNodes, decoder.decodesWays, decoder.decodesRelations) = (true, false, false)
+            _ = try read(3, "nodes", blocks: blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.nodes != 0 })
+        } else {
+            _ = try read(1, "reading", blocks: nil)
         }
         let result = collector.finish()
         return PlaceExtract(
@@ -36,7 +85,8 @@ public enum OSM {
             statistics: OSMStatistics(
                 nodes: collector.nodeCount, ways: collector.wayCount, relations: collector.relationCount,
                 incompleteWays: result.incompleteWays, bytes: reader.totalBytes, multipolygons: result.multipolygons,
-                skippedRelations: result.skipped))
+                skippedRelations: result.skipped, keptNodes: twoPass ? collector.nodes.count : collector.nodeCount,
+                passes: passCount))
     }
 
     /// The places in an .osm.pbf file.
@@ -54,11 +104,20 @@ public struct ImportProgress: Sendable, Equatable {
     public var elements: Int
     public var bytesRead: Int
     public var totalBytes: Int
+    /// The read under way (1-based) of `passes`, and what it reads.
+    public var pass: Int
+    public var passes: Int
+    public var passName: String
 
-    public init(elements: Int, bytesRead: Int, totalBytes: Int) {
+    public init(
+        elements: Int, bytesRead: Int, totalBytes: Int, pass: Int = 1, passes: Int = 1, passName: String = "reading"
+    ) {
         self.elements = elements
         self.bytesRead = bytesRead
         self.totalBytes = totalBytes
+        self.pass = pass
+        self.passes = passes
+        self.passName = passName
     }
 
     /// Share of the file read, 0...1.
@@ -91,6 +150,34 @@ public struct OSMStatistics: Sendable, Equatable {
     public var multipolygons: Int = 0
     /// Multipolygon relations the import needed but could not make into areas.
     public var skippedRelations: [SkippedRelation] = []
+    /// Node locations held: every node in one pass, only those kept ways reference in two.
+    public var keptNodes: Int = 0
+    /// Reads of the file: 1 (every node kept) or 3 (ways and relations, member ways, nodes).
+    public var passes: Int = 1
 
     public var elements: Int { nodes + ways + relations }
+}
+
+/// One read keeping every node's location, or two passes (three reads) keeping only the nodes the
+/// places, streets and map features use.
+public enum ImportPasses: Sendable, Equatable {
+    case one
+    case two
+    /// One read when its memory (about `bytesPerFileByte` × the file) stays under the limit, else two passes.
+    case automatic(memoryLimit: Int)
+
+    /// 512 MiB: a country extract of a few hundred MB is read in two passes.
+    public static let defaultLimit = 512 << 20
+    /// What one read keeps per byte of .osm.pbf: 12 bytes a node and 2–3 a way ref, at 1–1.5 elements a
+    /// byte for real extracts (measured on the synthetic ones too, see BENCHMARKS.md).
+    public static let bytesPerFileByte = 20
+
+    func readsTwice(fileBytes: Int) -> Bool {
+        switch self {
+        case .one: false
+        case .two: true
+        case .automatic(let limit):
+            fileBytes.multipliedReportingOverflow(by: Self.bytesPerFileByte).partialValue > limit
+        }
+    }
 }

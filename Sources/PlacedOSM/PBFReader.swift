@@ -70,6 +70,13 @@ final class PBFReader {
         return nil
     }
 
+    /// The OSMData block whose blob starts at `offset` (one `nextDataBlock` returned before): a later
+    /// pass reads only the blocks it needs.
+    func dataBlock(at offset: Int) throws(OSMError) -> UnsafeRawBufferPointer? {
+        bytesRead = offset
+        return try nextDataBlock()?.bytes
+    }
+
     // MARK: - Blobs
 
     private enum BlobType { case header, data, unknown }

@@ -37,11 +37,24 @@ struct StringTable {
 struct PrimitiveBlockDecoder {
     private var strings = StringTable()
     private var groups: [ProtobufReader] = []
+    /// Which groups are decoded; the others are skipped unread.
+    var decodesNodes = true
+    var decodesWays = true
+    var decodesRelations = true
+    /// What the last block held, as `ElementKinds` bits.
+    private(set) var kinds: UInt8 = 0
+
+    enum ElementKinds {
+        static let nodes: UInt8 = 1
+        static let ways: UInt8 = 2
+        static let relations: UInt8 = 4
+    }
 
     mutating func decode(_ bytes: UnsafeRawBufferPointer, into collector: inout ExtractCollector)
         throws(ProtobufError)
     {
         var block = ProtobufReader(bytes)
+        kinds = 0
         var stringTable: ProtobufReader?
         var scale = CoordinateScale()
         groups.removeAll(keepingCapacity: true)
@@ -68,13 +81,27 @@ struct PrimitiveBlockDecoder {
             }
         }
         guard let stringTable else { throw ProtobufError("PrimitiveBlock without a string table") }
+        // A block of only skipped kinds needs no strings: peek at the groups' first field first.
+        if !(decodesNodes && decodesWays && decodesRelations) {
+            var wanted = false
+            for group in groups {
+                var peek = group
+                guard let (field, _) = try peek.nextField() else { continue }
+                kinds |= field <= 2 ? ElementKinds.nodes : field == 3 ? ElementKinds.ways : ElementKinds.relations
+                if (field <= 2 && decodesNodes) || (field == 3 && decodesWays) || (field == 4 && decodesRelations) {
+                    wanted = true
+                }
+            }
+            if !wanted { return }
+            kinds = 0
+        }
         try strings.load(stringTable)
         for group in groups {
             try decodeGroup(group, scale: scale, into: &collector)
         }
     }
 
-    private func decodeGroup(
+    private mutating func decodeGroup(
         _ group: ProtobufReader, scale: CoordinateScale, into collector: inout ExtractCollector
     )
         throws(ProtobufError)
@@ -84,16 +111,24 @@ struct PrimitiveBlockDecoder {
             switch field {
             case 1:
                 try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
-                try decodeNode(try group.lengthDelimited(), scale: scale, into: &collector)
+                kinds |= ElementKinds.nodes
+                let node = try group.lengthDelimited()
+                if decodesNodes { try decodeNode(node, scale: scale, into: &collector) }
             case 2:
                 try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
-                try decodeDenseNodes(try group.lengthDelimited(), scale: scale, into: &collector)
+                kinds |= ElementKinds.nodes
+                let dense = try group.lengthDelimited()
+                if decodesNodes { try decodeDenseNodes(dense, scale: scale, into: &collector) }
             case 3:
                 try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
-                try decodeWay(try group.lengthDelimited(), into: &collector)
+                kinds |= ElementKinds.ways
+                let way = try group.lengthDelimited()
+                if decodesWays { try decodeWay(way, into: &collector) }
             case 4:
                 try ProtobufReader.expect(wireType, .lengthDelimited, field: field)
-                try decodeRelation(try group.lengthDelimited(), into: &collector)
+                kinds |= ElementKinds.relations
+                let relation = try group.lengthDelimited()
+                if decodesRelations { try decodeRelation(relation, into: &collector) }
             default:
                 try group.skipField(wireType)
             }

@@ -12,6 +12,23 @@ struct WayStore {
 
     var count: Int { ids.count }
 
+    /// Every node ref of every way held: the nodes the two-pass import keeps.
+    func allRefs() -> [Int64] {
+        var refs: [Int64] = []
+        refs.reserveCapacity(bytes.count / 2)
+        bytes.withUnsafeBytes { raw in
+            for number in 0..<ids.count {
+                var reader = ProtobufReader(UnsafeRawBufferPointer(rebasing: raw[starts[number]..<starts[number + 1]]))
+                var ref: Int64 = 0
+                while !reader.isAtEnd, let delta = try? reader.signedVarint() {
+                    ref &+= delta
+                    refs.append(ref)
+                }
+            }
+        }
+        return refs
+    }
+
     /// Keeps a way's refs and returns its number, first and last ref and ref count; throws when the
     /// packed refs do not decode.
     mutating func append(id: Int64, refs: ProtobufReader) throws(ProtobufError)
@@ -31,6 +48,20 @@ struct WayStore {
         bytes.append(contentsOf: refs.bytes)
         starts.append(bytes.count)
         return (ids.count - 1, first, ref, count)
+    }
+
+    /// First and last ref and ref count of packed refs, without keeping them.
+    static func shape(of refs: ProtobufReader) throws(ProtobufError) -> (first: Int64, last: Int64, count: Int) {
+        var reader = refs
+        var ref: Int64 = 0
+        var first: Int64 = 0
+        var count = 0
+        while !reader.isAtEnd {
+            ref &+= try reader.signedVarint()
+            if count == 0 { first = ref }
+            count += 1
+        }
+        return (first, ref, count)
     }
 
     mutating func finish() {

@@ -51,33 +51,38 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// The places file: one SQLite database, written whole by an import and only read by the daemon.
+/// The places file: one file, written whole by an import and only read by the daemon, in two parts —
+/// an SQLite database (what tools and SQL read, and the map layer's R*Tree), then the pack
+/// (`PlacePack`): the spatial index, the per-place columns and a compact record per place, laid out to
+/// be used in place from a read-only mapping.
 ///
-/// Layout (schema version 3):
+/// The SQLite part comes first, so the file is an ordinary SQLite database to every tool: SQLite reads
+/// the number of pages its header states and nothing after them. The pack follows on the next page
+/// boundary and a trailer at the very end finds it. The daemon maps the whole file once
+/// (`MappedFile`) and opens the SQLite part from that same mapping (`sqlite3_deserialize`, read-only),
+/// so both parts are always the same version of the file: one inode, one mapping, and the pack's id
+/// must equal meta `pack_id`. A newer import renames a whole new file over the path; the mapping keeps
+/// the old one until the catalog is released. Nothing writes to a places file after the rename; a tool
+/// that does (sqlite3 growing the database into the pack) is caught by the pack's header, id and
+/// trailer checks.
+///
+/// SQLite part (schema version 4):
 /// - `places`: one row per place, rowid 1…n **in the spatial index's tree order**, so the index's
-///   place numbers are `rowid - 1` and the rows of nearby places share pages. `address_source` says
-///   where the address came from (`AddressSource`); `names` holds the `name:<language>` tags
-///   (`LocalizedNamesCoding`).
+///   place numbers are `rowid - 1`. `address_source` says where the address came from
+///   (`AddressSource`); `names` holds the `name:<language>` tags (`LocalizedNamesCoding`).
 /// - `meta`: `schema_version`, `place_count`, `imported_at` (ISO 8601 UTC), `map_layer` (1 or 0),
-///   `map_feature_count`.
-/// - `kinds`: the distinct `kind` strings, numbered from 0.
-/// - `place_columns`: what start-up needs, as BLOBs, so loading is a few large reads rather than a
-///   scan of every row: `index` (`PlaceIndex.serialized()`), `area` (float32 m² per place),
-///   `reach` (float32 metres from the point to the farthest bounding-box corner, `Place.reach`; 0 for
-///   a point), `kind` (uint32 code per place), all little-endian.
-///
+///   `map_feature_count`, `pack_id` (hex of the pack's 16-byte id).
+/// - `kinds`: the distinct `kind` strings, numbered from 0 as the pack numbers them.
 /// - `map_features`: the map layer (`MapFeature`), rowid 1…n in Z-order of their centres so that a
 ///   neighbourhood's rows share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
 ///   R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
 ///   feature's rowid). Both empty without a map layer.
 ///
-/// Version 2 added `reach`, so that start-up need not read every area's row; version 3 the address
-/// source, localized names and the map layer. An older file is refused by name and imported again.
-///
-/// Other tables (selections) can join later under a higher schema version; the places part is
-/// replaced as a whole file by `replace(at:with:)`.
+/// Version 2 added `reach`; version 3 the address source, localized names and the map layer; version 4
+/// the pack, replacing the `place_columns` BLOBs (start-up reads no place at all). An older file is
+/// refused by name and imported again.
 public final class PlaceDatabase {
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     public let path: String
     public let placeCount: Int
@@ -89,35 +94,89 @@ public final class PlaceDatabase {
     public let mapFeatureCount: Int
 
     let database: Database
-    private var detailStatement: Statement?
+    let file: MappedFile
+    let pack: PackView
+    let index: PlaceIndex
+    let areaIndex: ReachIndex
+    let kinds: [String]
     private var idStatement: Statement?
     var boundsStatement: Statement?
     var featureStatement: Statement?
 
     private init(
-        path: String, database: Database, placeCount: Int, importedAt: String, hasMapLayer: Bool,
+        path: String, database: Database, file: MappedFile, pack: PackView, importedAt: String, hasMapLayer: Bool,
         mapFeatureCount: Int
-    ) {
+    ) throws(PlaceDatabaseError) {
         self.path = path
         self.database = database
-        self.placeCount = placeCount
+        self.file = file
+        self.pack = pack
+        kinds = try pack.kinds(path: path)
+        do {
+            index = try PlaceIndex(mapping: pack[.index], owner: file)
+        } catch {
+            throw .corrupt(path: path, detail: error.description)
+        }
+        guard index.count == pack.placeCount, index.isNumberedByPosition else {
+            throw .corrupt(path: path, detail: "index does not match the places")
+        }
+        do {
+            areaIndex = try ReachIndex(mapping: pack[.areas], owner: file)
+        } catch {
+            throw .corrupt(path: path, detail: error.description)
+        }
+        placeCount = pack.placeCount
         self.importedAt = importedAt
         self.hasMapLayer = hasMapLayer
         self.mapFeatureCount = mapFeatureCount
     }
 
+    /// The file as it was mapped.
+    public var identity: FileIdentity { file.identity }
+
+    /// True once the file was found shorter than when it was mapped (something truncated it in place):
+    /// reads since then saw zeros, and every query reports `.corrupt` until a new file is loaded.
+    public var isDamaged: Bool { file.isDamaged }
+
+    static let sqliteMagic = Array("SQLite format 3\u{0}".utf8)
+
     // MARK: Opening
 
-    /// Opens a place database read-only and checks that it is one: schema version, meta, and that
-    /// the rows are numbered as meta says. A missing, foreign, damaged or wrong-version file is a
-    /// named error. `load()` then checks every BLOB it reads (sizes, index ids and coordinates,
-    /// kind codes); a damaged row elsewhere surfaces as `.corrupt` from `place(at:)`.
+    /// Maps a places file read-only and checks that it is one: the SQLite part's schema version and
+    /// meta, the pack's header, sections and id. A missing, foreign, damaged or wrong-version file is a
+    /// named error. Nothing of the places themselves is read (the checks cost a few pages whatever the
+    /// file's size); a damaged record surfaces as `.corrupt` from `place(at:)`.
     public static func open(path: String) throws(PlaceDatabaseError) -> PlaceDatabase {
+        let file: MappedFile
+        do {
+            file = try MappedFile(path: path)
+        } catch {
+            if error.errno == ENOENT { throw .missing(path: path) }
+            if error.errno == EINVAL { throw .notADatabase(path: path) }
+            throw .sqlite(
+                SQLiteError(
+                    code: SQLITE_CANTOPEN, message: String(cString: strerror(error.errno)),
+                    operation: "\(error.operation) \(path)"))
+        }
+        let bytes = file.bytes
+        guard bytes.count >= 100, bytes.prefix(16).elementsEqual(sqliteMagic) else { throw .notADatabase(path: path) }
+        // The SQLite header's page size (1 means 65536) and page count: where the image ends.
+        let pageSizeField = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt16.self)))
+        let pageSize = pageSizeField == 1 ? 65536 : pageSizeField
+        let pages = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 28, as: UInt32.self)))
+        let countValid = bytes[24..<28].elementsEqual(bytes[92..<96])
+        guard pageSize >= 512, pageSize & (pageSize - 1) == 0, pages > 0, countValid else {
+            throw .notADatabase(path: path)
+        }
+        let imageSize = pages * pageSize
+        guard imageSize <= bytes.count else {
+            throw .corrupt(
+                path: path, detail: "the file is \(bytes.count) bytes, its SQLite part alone should be \(imageSize)")
+        }
         let database: Database
         do {
-            database = try Database(path: path, mode: .readOnly)
+            database = try Database(image: UnsafeRawBufferPointer(rebasing: bytes[0..<imageSize]), name: path)
         } catch {
-            if access(path, F_OK) != 0 { throw .missing(path: path) }
             throw classify(error, path: path)
         }
         let version: String?
@@ -136,138 +195,106 @@ public final class PlaceDatabase {
         let importedAt: String?
         let mapLayer: String?
         let featureCountText: String?
-        let last: Int64?
+        let packID: String?
         do {
             countText = try database.meta("place_count")
             importedAt = try database.meta("imported_at")
             mapLayer = try database.meta("map_layer")
             featureCountText = try database.meta("map_feature_count")
-            // Rows are numbered 1…n: max(rowid) is one b-tree descent. (A truncated file loses its
-            // end first, where the column BLOBs were written last, so `load` catches that.)
-            last = try database.scalarInt64("SELECT max(rowid) FROM places")
+            packID = try database.meta("pack_id")
         } catch {
             throw classify(error, path: path)
         }
+        let pack = try PackView(file: bytes, imageSize: imageSize, path: path)
         guard let countText, let placeCount = Int(countText), placeCount >= 0 else {
             throw .corrupt(path: path, detail: "meta place_count is missing or not a count")
         }
-        guard last ?? 0 == Int64(placeCount) else {
-            throw .corrupt(path: path, detail: "meta says \(placeCount) places, the last row is \(last ?? 0)")
+        guard placeCount == pack.placeCount else {
+            throw .corrupt(path: path, detail: "meta says \(placeCount) places, the pack \(pack.placeCount)")
+        }
+        guard packID == PlacePack.hex(pack.id) else {
+            throw .corrupt(path: path, detail: "the pack is not the one meta pack_id names; import the file again")
         }
         guard mapLayer == "0" || mapLayer == "1", let featureCountText, let featureCount = Int(featureCountText),
             featureCount >= 0, mapLayer == "1" || featureCount == 0
         else {
             throw .corrupt(path: path, detail: "meta map_layer or map_feature_count is missing or wrong")
         }
-        return PlaceDatabase(
-            path: path, database: database, placeCount: placeCount, importedAt: importedAt ?? "",
+        return try PlaceDatabase(
+            path: path, database: database, file: file, pack: pack, importedAt: importedAt ?? "",
             hasMapLayer: mapLayer == "1", mapFeatureCount: featureCount)
     }
 
-    /// Loads what ranking needs in memory: the spatial index and the area and kind columns.
-    /// Names, addresses and outlines stay in the file, fetched by `place(at:)` for the few candidates.
-    public func load() throws(PlaceDatabaseError) -> PlaceSet {
-        do {
-            var kinds: [String] = []
-            let kindRows = try database.prepare("SELECT code, kind FROM kinds ORDER BY code")
-            while try kindRows.step() {
-                guard kindRows.int64(at: 0) == Int64(kinds.count), let kind = kindRows.text(at: 1) else {
-                    throw PlaceDatabaseError.corrupt(
-                        path: path, detail: "kind codes are not 0…\(kinds.count)")
-                }
-                kinds.append(kind)
-            }
-
-            let indexBlob = try openColumn("index")
-            let indexBytes = try [UInt8](unsafeUninitializedCapacity: indexBlob.count) {
-                buffer, initialized in
-                try indexBlob.read(into: UnsafeMutableRawBufferPointer(buffer))
-                initialized = buffer.count
-            }
-            let index: PlaceIndex
-            do {
-                index = try PlaceIndex(serialized: indexBytes)
-            } catch {
-                throw PlaceDatabaseError.corrupt(path: path, detail: error.description)
-            }
-            guard index.count == placeCount, index.isNumberedByPosition else {
-                throw PlaceDatabaseError.corrupt(
-                    path: path, detail: "index does not match the places table")
-            }
-
-            let areas: [Float] = try readArrayColumn("area")
-            let reaches: [Float] = try readArrayColumn("reach")
-            if let bad = reaches.firstIndex(where: { !($0.isFinite && $0 >= 0) }) {
-                throw PlaceDatabaseError.corrupt(path: path, detail: "place \(bad) has reach \(reaches[bad])")
-            }
-            let kindCodes: [UInt32] = try readArrayColumn("kind")
-            if let bad = kindCodes.firstIndex(where: { Int($0) >= kinds.count }) {
-                throw PlaceDatabaseError.corrupt(
-                    path: path, detail: "place \(bad) has kind code \(kindCodes[bad]) of \(kinds.count)")
-            }
-            return PlaceSet(
-                database: self, index: index, areas: areas, reaches: reaches, kindCodes: kindCodes, kinds: kinds)
-        } catch {
-            throw Self.lift(error, path: path)
-        }
-    }
-
-    private func openColumn(_ name: String) throws -> Blob {
-        let lookup = try database.prepare("SELECT rowid FROM place_columns WHERE name = ?")
-        try lookup.bind(name, at: 1)
-        guard try lookup.step() else {
-            throw PlaceDatabaseError.corrupt(path: path, detail: "column \(name) missing")
-        }
-        return try database.openBlob(table: "place_columns", column: "data", rowid: lookup.int64(at: 0))
-    }
-
-    /// A little-endian column of one fixed-size number per place.
-    private func readArrayColumn<Element: FixedWidthLittleEndian>(_ name: String) throws -> [Element] {
-        let blob = try openColumn(name)
-        guard blob.count == placeCount * MemoryLayout<Element>.size else {
-            throw PlaceDatabaseError.corrupt(
-                path: path, detail: "column \(name) is \(blob.count) bytes for \(placeCount) places")
-        }
-        let values = try [Element](unsafeUninitializedCapacity: placeCount) { buffer, initialized in
-            try blob.read(into: UnsafeMutableRawBufferPointer(buffer))
-            initialized = placeCount
-        }
-        #if _endian(big)
-            return values.map { Element(littleEndianStorage: $0) }
-        #else
-            return values
-        #endif
-    }
+    /// What ranking reads, in place in the mapping: the spatial index, the columns, the index of the
+    /// areas by reach, and the kinds, all found when the file was opened (headers and sizes only: O(1) in
+    /// the places).
+    public func load() throws(PlaceDatabaseError) -> PlaceSet { PlaceSet(database: self) }
 
     // MARK: Places by number
 
-    /// The full record of place `index` (0-based: rowid - 1).
+    /// The full record of place `index` (0-based: rowid - 1), decoded from the mapped pack.
     public func place(at index: Int) throws(PlaceDatabaseError) -> Place {
         guard index >= 0, index < placeCount else {
             throw .noSuchPlace(index: index, count: placeCount)
         }
-        do {
-            if detailStatement == nil {
-                detailStatement = try database.prepare(
-                    """
-                    SELECT id, name, kind, address, latitude, longitude, area, min_lat, min_lon, max_lat, max_lon, outline,
-                           address_source, names
-                    FROM places WHERE rowid = ?
-                    """)
-            }
-            let row = detailStatement!
-            defer { row.reset() }
-            try row.bind(Int64(index + 1), at: 1)
-            guard try row.step() else {
-                throw PlaceDatabaseError.corrupt(path: path, detail: "place \(index) missing")
-            }
-            guard let place = Self.place(from: row) else {
-                throw PlaceDatabaseError.corrupt(path: path, detail: "place \(index) has an unknown address source")
-            }
-            return place
-        } catch {
-            throw Self.lift(error, path: path)
+        let starts = pack[.recordStarts]
+        let records = pack[.records]
+        let from = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)))
+        let to = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * index + 4, as: UInt32.self)))
+        let codes = pack[.kind]
+        let code = Int(UInt32(littleEndian: codes.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)))
+        guard from <= to, to <= records.count,
+            var place = Self.decode(UnsafeRawBufferPointer(rebasing: records[from..<to]))
+        else {
+            throw .corrupt(path: path, detail: "place \(index) does not decode")
         }
+        place.kind = code < kinds.count ? kinds[code] : ""
+        place.coordinate = self.index.entry(atPosition: index).coordinate
+        if file.isDamaged { throw .corrupt(path: path, detail: Self.shrunk) }
+        return place
+    }
+
+    static let shrunk = "the file was truncated under placed; import it again (placectl import, then placectl refresh)"
+
+    /// A record, with the point and kind left for the caller.
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> Place? {
+        var reader = RecordReader(bytes)
+        guard let flags = reader.byte(), let sourceCode = reader.byte(), Int(sourceCode) < PlacePack.sourceCodes.count,
+            let id = reader.text(), let name = reader.text()
+        else { return nil }
+        var place = Place(
+            id: id, name: name, kind: "", coordinate: Coordinate(latitude: 0, longitude: 0),
+            addressSource: PlacePack.sourceCodes[Int(sourceCode)])
+        if flags & PlacePack.RecordFlag.address != 0 {
+            guard let address = reader.text() else { return nil }
+            place.address = address
+        }
+        if flags & PlacePack.RecordFlag.names != 0 {
+            guard let names = reader.text() else { return nil }
+            place.localizedNames = LocalizedNamesCoding.decode(names)
+        }
+        if flags & PlacePack.RecordFlag.area != 0 {
+            guard let area = reader.double() else { return nil }
+            place.area = area
+        }
+        if flags & PlacePack.RecordFlag.bounds != 0 {
+            guard let minLatitude = reader.double(), let minLongitude = reader.double(),
+                let maxLatitude = reader.double(), let maxLongitude = reader.double()
+            else { return nil }
+            place.bounds = BoundingBox(
+                minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude,
+                maxLongitude: maxLongitude)
+        }
+        if flags & PlacePack.RecordFlag.outline != 0 {
+            guard let count = reader.varint(), count <= (bytes.count - reader.position) / 16 else { return nil }
+            var outline: [Coordinate] = []
+            outline.reserveCapacity(count)
+            for _ in 0..<count {
+                outline.append(Coordinate(latitude: reader.double()!, longitude: reader.double()!))
+            }
+            place.outline = outline
+        }
+        return place
     }
 
     /// The number of the place with a stable id (`osm:node/123`), or nil when there is none.
@@ -279,7 +306,9 @@ public final class PlaceDatabase {
             let row = idStatement!
             defer { row.reset() }
             try row.bind(id, at: 1)
-            return try row.step() ? Int(row.int64(at: 0)) - 1 : nil
+            let found = try row.step() ? Int(row.int64(at: 0)) - 1 : nil
+            if file.isDamaged { throw SQLiteError(code: SQLITE_CORRUPT, message: Self.shrunk, operation: "read") }
+            return found.flatMap { $0 >= 0 && $0 < placeCount ? $0 : nil }
         } catch {
             throw Self.classify(error, path: path)
         }
@@ -289,24 +318,6 @@ public final class PlaceDatabase {
     /// back to its `name` tag (`Place.name(forLanguage:)`).
     public func name(ofPlace index: Int, language: String?) throws(PlaceDatabaseError) -> String {
         try place(at: index).name(forLanguage: language)
-    }
-
-    static func place(from row: Statement) -> Place? {
-        var bounds: BoundingBox?
-        if !row.isNull(at: 7), !row.isNull(at: 8), !row.isNull(at: 9), !row.isNull(at: 10) {
-            bounds = BoundingBox(
-                minLatitude: row.double(at: 7), minLongitude: row.double(at: 8),
-                maxLatitude: row.double(at: 9), maxLongitude: row.double(at: 10))
-        }
-        let outline: [Coordinate]? =
-            row.isNull(at: 11) ? nil : row.withBlob(at: 11, OutlineCoding.decode)
-        guard let source = AddressSource(rawValue: row.text(at: 12) ?? "") else { return nil }
-        return Place(
-            id: row.text(at: 0) ?? "", name: row.text(at: 1) ?? "", kind: row.text(at: 2) ?? "",
-            address: row.text(at: 3),
-            coordinate: Coordinate(latitude: row.double(at: 4), longitude: row.double(at: 5)),
-            area: row.double(at: 6), bounds: bounds, outline: outline, addressSource: source,
-            localizedNames: LocalizedNamesCoding.decode(row.text(at: 13)))
     }
 
     /// Funnels the errors of a mixed SQLite/validation block into the one public error type.
@@ -327,43 +338,46 @@ public final class PlaceDatabase {
     }
 }
 
-/// The loaded form the daemon ranks from: the spatial index plus compact per-place columns, all
-/// indexed by place number (`0..<count`, the index's numbering). Everything else about a place is
-/// read from the file on demand by `place(at:)`. Holds its database open, so an old file keeps
-/// serving after a new one is renamed over it, until this set is released.
+/// What the daemon ranks from, used in place in the file's mapping: the spatial index, the per-place
+/// columns, the areas' index by reach, all by place number (`0..<count`, the index's numbering); a
+/// place's record is decoded from the mapping on demand by `place(at:)`. Holds its file mapped, so an
+/// old file keeps serving after a new one is renamed over it, until this set is released.
 public final class PlaceSet {
     public let database: PlaceDatabase
     public let index: PlaceIndex
-    /// Area in square metres per place (0 for points).
-    public let areas: [Float]
+    /// Area in square metres per place (0 for points), float32.
+    public let areas: PackColumn<Float>
     /// How far each place's footprint reaches from its point, metres (0 for points; `Place.reach`).
-    public let reaches: [Float]
+    public let reaches: PackColumn<Float>
     /// Kind code per place; `kinds[code]` is the kind ("amenity=cafe").
-    public let kindCodes: [UInt32]
+    public let kindCodes: PackColumn<UInt32>
     public let kinds: [String]
+    /// The places with an area, by how far they reach (members are place numbers).
+    public let areaIndex: ReachIndex
 
-    init(
-        database: PlaceDatabase, index: PlaceIndex, areas: [Float], reaches: [Float], kindCodes: [UInt32],
-        kinds: [String]
-    ) {
+    init(database: PlaceDatabase) {
         self.database = database
-        self.index = index
-        self.areas = areas
-        self.reaches = reaches
-        self.kindCodes = kindCodes
-        self.kinds = kinds
+        index = database.index
+        areaIndex = database.areaIndex
+        areas = PackColumn(database.pack[.area], owner: database.file)
+        reaches = PackColumn(database.pack[.reach], owner: database.file)
+        kindCodes = PackColumn(database.pack[.kind], owner: database.file)
+        kinds = database.kinds
     }
 
     public var count: Int { index.count }
 
-    public func kind(of place: Int) -> String { kinds[Int(kindCodes[place])] }
+    public func kind(of place: Int) -> String {
+        let code = Int(kindCodes[place])
+        return code < kinds.count ? kinds[code] : ""
+    }
 
-    /// The place's point (rows are in tree order, so its number is its tree position).
+    /// The place's point (place numbers are tree positions).
     public func coordinate(of place: Int) -> Coordinate { index.entry(atPosition: place).coordinate }
 
-    /// The full record (name, address, outline…), read from the file.
-    public func place(at index: Int) throws(PlaceDatabaseError) -> Place {
-        try database.place(at: index)
+    /// The full record (name, address, outline…), decoded from the mapping.
+    public func place(at number: Int) throws(PlaceDatabaseError) -> Place {
+        try database.place(at: number)
     }
 
     public func placeIndex(ofID id: String) throws(PlaceDatabaseError) -> Int? {
@@ -372,8 +386,11 @@ public final class PlaceSet {
 
     /// The name of place `index` for a reader of `language`, else its `name` tag.
     public func name(of index: Int, language: String?) throws(PlaceDatabaseError) -> String {
-        try database.name(ofPlace: index, language: language)
+        try place(at: index).name(forLanguage: language)
     }
+
+    /// Whether the file was found truncated under this set (see `PlaceDatabase.isDamaged`).
+    public var isDamaged: Bool { database.isDamaged }
 
     /// The map features within `radius` metres of `center` (`PlaceDatabase.features`).
     public func features(within radius: Double, of center: Coordinate, limit: Int) throws(PlaceDatabaseError)
@@ -428,7 +445,7 @@ enum OutlineCoding {
 }
 
 /// The fixed-width numbers stored as little-endian columns.
-protocol FixedWidthLittleEndian {
+public protocol FixedWidthLittleEndian {
     init(littleEndianStorage: Self)
     var littleEndianStorage: Self { get }
 }
@@ -441,15 +458,15 @@ extension FixedWidthLittleEndian {
 }
 
 extension Float: FixedWidthLittleEndian {
-    init(littleEndianStorage value: Float) {
+    public init(littleEndianStorage value: Float) {
         self = Float(bitPattern: UInt32(littleEndian: value.bitPattern))
     }
-    var littleEndianStorage: Float { Float(bitPattern: bitPattern.littleEndian) }
+    public var littleEndianStorage: Float { Float(bitPattern: bitPattern.littleEndian) }
 }
 
 extension UInt32: FixedWidthLittleEndian {
-    init(littleEndianStorage value: UInt32) { self = UInt32(littleEndian: value) }
-    var littleEndianStorage: UInt32 { littleEndian }
+    public init(littleEndianStorage value: UInt32) { self = UInt32(littleEndian: value) }
+    public var littleEndianStorage: UInt32 { littleEndian }
 }
 
 extension Database {

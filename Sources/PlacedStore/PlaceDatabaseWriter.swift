@@ -32,11 +32,23 @@ extension PlaceDatabase {
             if !renamed { unlink(temporaryPath) }
         }
 
-        try write(places, mapFeatures: mapFeatures, toEmptyFile: temporaryPath)
+        let id = PlacePack.newID()
+        let ordered = try write(places, mapFeatures: mapFeatures, packID: id, toEmptyFile: temporaryPath)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            throw .cannotWrite(path: temporaryPath, operation: "fstat", errno: errno)
+        }
+        try PlacePack.append(
+            places: ordered.places, index: ordered.index, kinds: ordered.kinds, kindCodes: ordered.kindCodes, id: id,
+            to: descriptor, path: temporaryPath, imageSize: Int(status.st_size))
         // SQLite wrote with synchronous=OFF; one fsync of the finished file is all the durability needed.
         guard fsync(descriptor) == 0 else {
             throw .cannotWrite(path: temporaryPath, operation: "fsync", errno: errno)
         }
+        // The pages written are clean now: out of the page cache, so that the daemon's mapping reads them
+        // back page by page as queries touch them (small pages, each counted once in its RSS) instead of
+        // in the large folios the writes left.
+        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))
         guard rename(temporaryPath, path) == 0 else {
             throw .cannotWrite(path: path, operation: "rename", errno: errno)
         }
@@ -90,9 +102,19 @@ extension PlaceDatabase {
         }
     }
 
-    private static func write(_ places: [Place], mapFeatures: [MapFeature]?, toEmptyFile path: String)
-        throws(PlaceDatabaseError)
-    {
+    /// The places in tree order with what the pack needs beside them.
+    struct Ordered {
+        var places: [Place]
+        var index: PlaceIndex
+        var kinds: [String]
+        var kindCodes: [UInt32]
+    }
+
+    /// Writes the SQLite part and returns the places in tree order for the pack. The connection is
+    /// closed on return, so the file holds the whole image.
+    private static func write(
+        _ places: [Place], mapFeatures: [MapFeature]?, packID: [UInt8], toEmptyFile path: String
+    ) throws(PlaceDatabaseError) -> Ordered {
         do {
             let database = try Database(path: path, mode: .readWrite)
             // A fresh private file that is renamed only once complete: no journal, no syncs, no locks
@@ -118,7 +140,6 @@ extension PlaceDatabase {
                     address_source TEXT NOT NULL,
                     names TEXT);
                 CREATE TABLE kinds(code INTEGER PRIMARY KEY, kind TEXT NOT NULL UNIQUE);
-                CREATE TABLE place_columns(name TEXT PRIMARY KEY, data BLOB NOT NULL);
                 CREATE TABLE map_features(
                     rowid INTEGER PRIMARY KEY,
                     id TEXT NOT NULL,
@@ -132,7 +153,7 @@ extension PlaceDatabase {
             // Rows in tree order: place number == tree position == rowid - 1.
             let (index, order) = PlaceIndex(coordinates: places.map(\.coordinate)).renumberedByPosition()
 
-            try database.transaction {
+            return try database.transaction {
                 let insert = try database.prepare(
                     """
                     INSERT INTO places(rowid, id, name, kind, address, latitude, longitude, area,
@@ -140,12 +161,13 @@ extension PlaceDatabase {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 var kindCodes: [String: UInt32] = [:]
-                var areas: [Float] = [], reaches: [Float] = [], kinds: [UInt32] = []
-                areas.reserveCapacity(places.count)
-                reaches.reserveCapacity(places.count)
+                var kinds: [UInt32] = []
+                var ordered: [Place] = []
                 kinds.reserveCapacity(places.count)
+                ordered.reserveCapacity(places.count)
                 for (number, original) in order.enumerated() {
                     let place = places[Int(original)]
+                    ordered.append(place)
                     try insert.bind(Int64(number + 1), at: 1)
                     try insert.bind(place.id, at: 2)
                     try insert.bind(place.name, at: 3)
@@ -183,9 +205,6 @@ extension PlaceDatabase {
                         code = UInt32(kindCodes.count)
                         kindCodes[place.kind] = code
                     }
-                    areas.append(Float(place.area))
-                    // Rounded up, so the stored reach never falls short of the footprint.
-                    reaches.append(place.reach > 0 ? Float(place.reach).nextUp : 0)
                     kinds.append(code)
                 }
 
@@ -197,18 +216,6 @@ extension PlaceDatabase {
                     insertKind.reset()
                 }
 
-                let insertColumn = try database.prepare(
-                    "INSERT INTO place_columns(name, data) VALUES (?, ?)")
-                for (name, bytes) in [
-                    ("index", index.serialized()), ("area", Float.littleEndianBytes(areas)),
-                    ("reach", Float.littleEndianBytes(reaches)), ("kind", UInt32.littleEndianBytes(kinds)),
-                ] {
-                    try insertColumn.bind(name, at: 1)
-                    try insertColumn.bind(blob: bytes, at: 2)
-                    try insertColumn.step()
-                    insertColumn.reset()
-                }
-
                 if let mapFeatures { try writeMapLayer(mapFeatures, into: database) }
 
                 let insertMeta = try database.prepare("INSERT INTO meta(key, value) VALUES (?, ?)")
@@ -216,13 +223,16 @@ extension PlaceDatabase {
                     ("schema_version", String(schemaVersion)), ("place_count", String(places.count)),
                     ("imported_at", ISO8601.utc(Double(time(nil)))),
                     ("map_layer", mapFeatures == nil ? "0" : "1"),
-                    ("map_feature_count", String(mapFeatures?.count ?? 0)),
+                    ("map_feature_count", String(mapFeatures?.count ?? 0)), ("pack_id", PlacePack.hex(packID)),
                 ] {
                     try insertMeta.bind(key, at: 1)
                     try insertMeta.bind(value, at: 2)
                     try insertMeta.step()
                     insertMeta.reset()
                 }
+                return Ordered(
+                    places: ordered, index: index,
+                    kinds: kindCodes.sorted(by: { $0.value < $1.value }).map(\.key), kindCodes: kinds)
             }
         } catch {
             throw lift(error, path: path)

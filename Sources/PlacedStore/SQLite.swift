@@ -68,6 +68,34 @@ public final class Database {
         self.path = path
     }
 
+    /// A read-only connection to a database image in memory that outlives the connection (a mapped
+    /// file's SQLite part): SQLite reads its pages where they are (`sqlite3_deserialize` with
+    /// `SQLITE_DESERIALIZE_READONLY`, memory-mapped I/O up to SQLite's limit), so a query makes no
+    /// system call and no lock is ever taken.
+    public init(image: UnsafeRawBufferPointer, name: String) throws(SQLiteError) {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY
+        let result = sqlite3_open_v2(":memory:", &handle, flags, nil)
+        guard result == SQLITE_OK, let handle else {
+            let error = SQLiteError(code: result, handle: handle, operation: "open \(name)")
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        let size = Int64(image.count)
+        // SQLite never writes through the pointer of a read-only image; its API just predates const.
+        let data = UnsafeMutablePointer(mutating: image.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        let loaded = sqlite3_deserialize(handle, "main", data, size, size, UInt32(SQLITE_DESERIALIZE_READONLY))
+        guard loaded == SQLITE_OK else {
+            let error = SQLiteError(code: loaded, handle: handle, operation: "open \(name)")
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        self.handle = handle
+        path = name
+        // Pages straight from the image instead of copies in SQLite's page cache.
+        try? execute("PRAGMA mmap_size = \(size)")
+    }
+
     deinit { sqlite3_close_v2(handle) }
 
     /// `file:` URI of a path: every byte but unreserved characters and `/` percent-encoded.

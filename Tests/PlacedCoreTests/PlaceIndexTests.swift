@@ -298,8 +298,8 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
         #expect(throws: PlaceIndexDecodingError.wrongLength(expected: bytes.count, actual: bytes.count - 8)) {
             try decode(Array(bytes.dropLast(8)))
         }
-        var repeated = bytes  // id of entry 1 := id of entry 0
-        repeated[20..<24] = bytes[16..<20]
+        var repeated = bytes  // id of entry 1 := id of entry 0 (ids follow the 48-byte header)
+        repeated[52..<56] = bytes[48..<52]
         #expect(throws: PlaceIndexDecodingError.invalidEntry(position: 1)) { try decode(repeated) }
         var outside = bytes  // a latitude of 1e300
         let lastLatitude = bytes.count - 8
@@ -323,5 +323,52 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
         for position in [0, 1499, 2999] {
             #expect(renumbered.entry(atPosition: position).coordinate == reordered[position])
         }
+    }
+}
+
+/// The index as the daemon uses it: in place in the bytes of a mapped file, nothing copied.
+@Suite struct MappedPlaceIndexTests {
+    final class Bytes {
+        let raw: UnsafeMutableRawBufferPointer
+        init(_ bytes: [UInt8]) {
+            raw = .allocate(byteCount: bytes.count, alignment: 4096)
+            raw.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: bytes.count))
+        }
+        deinit { raw.deallocate() }
+    }
+
+    @Test(arguments: [1, 10, 64]) func answersAsTheIndexItWasWrittenFrom(nodeSize: Int) throws {
+        let points = cityPoints(20_000, seed: UInt64(nodeSize)) + [Coordinate(latitude: -90, longitude: -180)]
+        for renumbered in [false, true] {
+            var index = PlaceIndex(coordinates: points, nodeSize: nodeSize)
+            var reference = points
+            if renumbered {
+                let (byPosition, order) = index.renumberedByPosition()
+                index = byPosition
+                reference = order.map { points[Int($0)] }
+            }
+            let bytes = Bytes(index.serialized())
+            let mapped = try PlaceIndex(mapping: UnsafeRawBufferPointer(bytes.raw), owner: bytes)
+            #expect(mapped.count == index.count && mapped.isNumberedByPosition == renumbered)
+            for center in queryCenters(reference, count: 100, seed: 7) {
+                #expect(mapped.within(300, of: center) == bruteWithin(reference, 300, of: center))
+                #expect(mapped.nearest(5, to: center) == bruteNearest(reference, 5, to: center, maxDistance: .infinity))
+            }
+        }
+    }
+
+    @Test func borrowedIdsOutOfRangeAreNeverReturned() throws {
+        let points = cityPoints(500, seed: 3)
+        var serialized = PlaceIndex(coordinates: points, nodeSize: 8).serialized()
+        // Every stored id := 9999, out of range: the index finds nothing rather than a wrong number.
+        for i in 0..<points.count {
+            withUnsafeBytes(of: Int32(9999).littleEndian) {
+                serialized.replaceSubrange(48 + 4 * i..<52 + 4 * i, with: $0)
+            }
+        }
+        let bytes = Bytes(serialized)
+        let mapped = try PlaceIndex(mapping: UnsafeRawBufferPointer(bytes.raw), owner: bytes)
+        #expect(mapped.within(100_000, of: points[0]).isEmpty)
+        #expect(mapped.nearest(3, to: points[0]).isEmpty)
     }
 }

@@ -532,6 +532,36 @@ private struct Candidates {
         #expect(largeAreasFound > 50)
     }
 
+    /// The same index used in place in its serialized bytes (as the daemon maps it) finds the same members.
+    @Test func mappedReachIndexFindsTheSameMembers() throws {
+        var rng = SplitMix64(seed: 17)
+        let coordinates = (0..<3000).map { _ in
+            Coordinate(
+                latitude: 60.17 + rng.uniform(in: -0.01...0.01), longitude: 24.94 + rng.uniform(in: -0.02...0.02))
+        }
+        let reaches = (0..<3000).map { _ in rng.uniform(in: 0...600) }
+        let numbers = (0..<3000).map { Int32(10 * $0 + 3) }
+        let index = ReachIndex(coordinates: coordinates, reaches: reaches, members: numbers)
+        let serialized = index.serialized()
+        let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: serialized.count, alignment: 8)
+        defer { raw.deallocate() }
+        raw.copyMemory(from: UnsafeRawBufferPointer(start: serialized, count: serialized.count))
+        final class Owner {}
+        let mapped = try ReachIndex(mapping: UnsafeRawBufferPointer(raw), owner: Owner())
+        for _ in 0..<100 {
+            let here = coordinates[Int(rng.next() % 3000)]
+            let radius = rng.uniform(in: 10...300)
+            let found = mapped.members(within: radius, of: here)
+            #expect(found == index.members(within: radius, of: here))
+            let projection = LocalProjection(origin: here)
+            let near = coordinates.indices.filter { projection.distance(to: coordinates[$0]) <= radius + reaches[$0] }
+            #expect(Set(near.map { numbers[$0] }).isSubset(of: Set(found)))
+        }
+        #expect(throws: ReachIndexDecodingError.badMagic) {
+            _ = try ReachIndex(mapping: UnsafeRawBufferPointer(rebasing: raw[4...]), owner: Owner())
+        }
+    }
+
     @Test func reachTiersDoubleFromSixteenMetres() {
         #expect(ReachIndex.tier(forReach: 0) == 0)
         #expect(ReachIndex.tier(forReach: 0.1) == 1)

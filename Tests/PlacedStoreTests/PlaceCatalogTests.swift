@@ -87,5 +87,60 @@ private func rectangle(_ id: String, west: Double, south: Double, east: Double, 
             }
         }
         #expect(largeAreasFound > 50)
+
+        // Ranking from the mapped file is ranking every place in memory, exactly.
+        let ranker = try Ranker()
+        for _ in 0..<200 {
+            let fix = Fix(
+                receivedAt: 0,
+                coordinate: offset(east: rng.uniform(in: -350...350), north: rng.uniform(in: -350...350)),
+                mode: .twoD, accuracy: rng.uniform(in: 3...60))
+            #expect(
+                try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: 20)
+                    == ranker.rank(fix: fix, candidates: places, picks: PickMemory(), now: 0, limit: 20))
+        }
+    }
+}
+
+@Suite struct MappedFileTests {
+    /// Something truncates the places file in place under a catalog that has it mapped: reads past the
+    /// new end would raise SIGBUS. They read zeros instead, the catalog says the file is damaged, and
+    /// the process lives on.
+    @Test func aFileTruncatedUnderTheMappingIsReportedNotFatal() throws {
+        var rng = SplitMix64(seed: 21)
+        let places = (0..<20_000).map { i in
+            Place(
+                id: "osm:node/\(i)", name: "Place \(i)", kind: "amenity=cafe",
+                coordinate: offset(east: rng.uniform(in: -3000...3000), north: rng.uniform(in: -3000...3000)))
+        }
+        var template = Array("/tmp/placed-mapped-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        let path = directory + "/places.db"
+        defer {
+            unlink(path)
+            rmdir(directory)
+        }
+        try PlaceDatabase.replace(at: path, with: places)
+        let catalog = try PlaceCatalog(path: path)
+        let before = try catalog.candidates(within: 250, of: centre)
+        #expect(!before.isEmpty && !catalog.placeSet.isDamaged)
+
+        #expect(truncate(path, 8192) == 0)
+        var failures = 0
+        for _ in 0..<50 {
+            let here = offset(east: rng.uniform(in: -3000...3000), north: rng.uniform(in: -3000...3000))
+            do {
+                _ = try catalog.candidates(within: 250, of: here)
+            } catch {
+                guard case .corrupt(_, let detail) = error else { throw error }
+                #expect(detail.contains("truncated"))
+                failures += 1
+            }
+        }
+        #expect(catalog.placeSet.isDamaged)
+        #expect(failures == 50, "every query after the truncation reports it")
+        // A new file renamed into place opens as usual.
+        try PlaceDatabase.replace(at: path, with: places)
+        #expect(try PlaceCatalog(path: path).candidates(within: 250, of: centre) == before)
     }
 }

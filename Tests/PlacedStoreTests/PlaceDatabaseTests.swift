@@ -232,22 +232,35 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         #expect(isCorrupt { _ = try PlaceDatabase.open(path: path).load() })
     }
 
-    @Test func damagedIndexOrColumnIsCorrupt() throws {
+    @Test func damagedMetaOrPackIsCorrupt() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")
         let places = syntheticPlaces(500, seed: 5)
         for damage in [
-            "UPDATE place_columns SET data = x'00' WHERE name = 'index'",
-            "UPDATE place_columns SET data = substr(data, 1, 100) WHERE name = 'area'",
-            "DELETE FROM place_columns WHERE name = 'kind'",
-            "UPDATE place_columns SET data = zeroblob(length(data)) WHERE name = 'index'",
-            "DELETE FROM kinds WHERE code = 0",
             "UPDATE meta SET value = '7' WHERE key = 'place_count'",
+            "UPDATE meta SET value = '00' WHERE key = 'pack_id'",
+            // A tool growing the SQLite part writes its new pages over the pack.
+            "CREATE TABLE more(x); INSERT INTO more SELECT randomblob(1000) FROM places",
         ] {
             try PlaceDatabase.replace(at: path, with: places)
             try Database(path: path, mode: .readWrite).execute(damage)
             #expect(isCorrupt { _ = try PlaceDatabase.open(path: path).load() }, "\(damage)")
         }
+        // Bytes of the pack: its trailer, its header, a section's length, the index's magic.
+        try PlaceDatabase.replace(at: path, with: places)
+        let good = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let packStart = Int(good[(good.count - 24)..<(good.count - 16)].reversed().reduce(0) { $0 << 8 | Int($1) })
+        for (offset, bytes) in [
+            (good.count - 32, [UInt8](repeating: 0, count: 8)), (packStart, [0x41]),
+            (packStart + 56, [0xFF, 0xFF, 0xFF]), (packStart + 4096, [0x00]),
+        ] {
+            var damaged = good
+            damaged.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+            try Data(damaged).write(to: URL(fileURLWithPath: path))
+            #expect(isCorrupt { _ = try PlaceDatabase.open(path: path).load() }, "byte \(offset)")
+        }
+        try Data(good.dropLast(100)).write(to: URL(fileURLWithPath: path))
+        #expect(isCorrupt { _ = try PlaceDatabase.open(path: path).load() }, "cut short")
     }
 
     @Test func sqliteErrorsCarryCodeAndMessage() throws {

@@ -16,18 +16,26 @@ enum ImportCommand: Command {
     static let spec = CommandSpec(
         name: "import",
         abstract: "replace the place database with the places of an OpenStreetMap extract",
-        synopsis: "FILE.osm.pbf [--db PATH] [--no-map]",
+        synopsis: "FILE.osm.pbf [--db PATH] [--no-map] [--memory-limit SIZE]",
         discussion: """
             Reads the places of an OpenStreetMap extract (.osm.pbf), with an address for each where
             one is near, and the map layer 'placectl map' draws (streets, buildings, water, green
             areas), and replaces the place database atomically: a failed import leaves the existing
             database as it was. placed loads the new places on 'placectl refresh' (or SIGHUP).
             Multipolygons whose rings do not close are skipped and named.
+
+            A file whose node locations would not fit in --memory-limit (default 512M; K, M, G
+            suffixes) is read in two passes: the ways and relations first, then only the nodes the
+            places, streets and map features use, so memory follows the places rather than the
+            file's nodes. The progress bar names the pass.
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
         options: [
             .value("db", "PATH", help: "the database to replace (default \(defaultDatabasePath))"),
             .flag("no-map", help: "leave the map layer out (a smaller file; no 'placectl map')"),
+            .value(
+                "memory-limit", "SIZE",
+                help: "read in two passes unless one read's node locations fit in SIZE (default 512M)"),
         ],
         epilogue: "Exit status: 0 imported, 1 error (named on stderr), 2 usage.")
 
@@ -36,11 +44,23 @@ enum ImportCommand: Command {
         let database = context.arguments.value("db") ?? defaultDatabasePath
         guard !database.isEmpty else { throw UsageError("--db needs a path", command: spec.qualifiedName) }
 
+        var limit = ImportPasses.defaultLimit
+        if let text = context.arguments.value("memory-limit") {
+            guard let bytes = parseSize(text) else {
+                throw UsageError(
+                    "--memory-limit \(text) is not a size (bytes, or a number with K, M or G)",
+                    command: spec.qualifiedName)
+            }
+            limit = bytes
+        }
+
         let start = monotonicSeconds()
         let bar = isatty(2) == 1 ? ProgressBar(start: start) : nil
         let extract: PlaceExtract
         do {
-            extract = try OSM.extractPlaces(path: file, mapLayer: !context.arguments.has("no-map")) {
+            extract = try OSM.extractPlaces(
+                path: file, mapLayer: !context.arguments.has("no-map"), passes: .automatic(memoryLimit: limit)
+            ) {
                 bar?.update($0)
             }
             bar?.show("writing \(extract.places.count.grouped) places to \(database)")
@@ -56,6 +76,20 @@ enum ImportCommand: Command {
                 + "\(extract.statistics.elements.grouped) elements in \(seconds.formatted(decimals: 2)) s → \(database)"
         )
         print(summary(of: extract).joined(separator: "\n"))
+    }
+
+    /// "512M" → 536870912; nil for anything but a positive number with an optional K, M or G.
+    static func parseSize(_ text: String) -> Int? {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = Substring(text)
+        var unit = 1
+        if let last = text.last?.uppercased().first, let scale = units[last] {
+            unit = scale
+            digits = digits.dropLast()
+        }
+        guard let value = Int(digits), value > 0 else { return nil }
+        let (bytes, overflow) = value.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : bytes
     }
 
     /// The lines after the first: addresses, the map layer, multipolygons and what was skipped.
@@ -87,12 +121,14 @@ enum ImportCommand: Command {
 final class ProgressBar {
     private let start: Double
     private var lastDrawn = -Double.infinity
+    private var lastPass = 0
 
     init(start: Double) { self.start = start }
 
     func update(_ progress: ImportProgress) {
         let now = monotonicSeconds()
-        guard now - lastDrawn >= 0.1 || progress.fraction >= 1 else { return }
+        guard now - lastDrawn >= 0.1 || progress.fraction >= 1 || progress.pass != lastPass else { return }
+        lastPass = progress.pass
         lastDrawn = now
         let elapsed = max(now - start, 1e-6)
         let width = 24
@@ -100,8 +136,9 @@ final class ProgressBar {
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
         let rate = Double(progress.elements) / elapsed
         let eta = progress.fraction > 0 ? elapsed * (1 - progress.fraction) / progress.fraction : 0
+        let pass = progress.passes > 1 ? "pass \(progress.pass)/\(progress.passes) \(progress.passName) " : ""
         show(
-            "[\(bar)] \(Int(progress.fraction * 100))%  \(progress.elements.grouped) elements"
+            "\(pass)[\(bar)] \(Int(progress.fraction * 100))%  \(progress.elements.grouped) elements"
                 + "  \(Int(rate).grouped)/s  ETA \(clock(eta))")
     }
 

@@ -1,0 +1,86 @@
+import Foundation
+import PlacedCore
+import PlacedTestSupport
+import Testing
+
+@testable import PlacedOSM
+
+/// The two-pass import (ways and relations, then member ways, then only the nodes they use) makes the
+/// same places, map layer and figures as one read keeping every node.
+@Suite(.enabled(if: Fixtures.osmium != nil, "skipped: osmium-tool is not installed"))
+struct TwoPassImportTests {
+    static func same(_ path: String, mapLayer: Bool) throws {
+        let one = try OSM.extractPlaces(path: path, mapLayer: mapLayer, passes: .one)
+        let two = try OSM.extractPlaces(path: path, mapLayer: mapLayer, passes: .two)
+        #expect(one.statistics.passes == 1 && two.statistics.passes == 3)
+        #expect(two.places == one.places, "same places, in the same order, with the same addresses")
+        #expect(two.features == one.features)
+        var figures = two.statistics
+        figures.keptNodes = one.statistics.keptNodes
+        figures.passes = 1
+        #expect(figures == one.statistics)
+        #expect(two.statistics.keptNodes < one.statistics.keptNodes, "only the nodes ways use are kept")
+    }
+
+    @Test(arguments: [true, false]) func helsinki(mapLayer: Bool) throws {
+        guard Fixtures.hasHelsinki else { throw FixtureError("\(Fixtures.helsinki) is absent") }
+        try Self.same(Fixtures.helsinki, mapLayer: mapLayer)
+    }
+
+    /// A generated town: node places, named and unnamed streets, buildings with and without names and
+    /// addresses, multipolygons whose outer rings are untagged ways (so the second pass must fetch them),
+    /// some of them cut (a member way missing), and a way with a node the file lacks.
+    @Test(arguments: [true, false]) func syntheticTown(mapLayer: Bool) throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var random = SplitMix64(seed: 5)
+        var lines: [String] = []
+        let columns = 60
+        let nodes = 6000
+        for id in 1...nodes {
+            let lat = 60.1 + Double((id - 1) / columns) * 0.0002 + Double(random.next() % 40) * 1e-6
+            let lon = 24.8 + Double((id - 1) % columns) * 0.0004 + Double(random.next() % 40) * 1e-6
+            var tags = ""
+            switch random.next() % 20 {
+            case 0: tags = "name=Cafe%20%\(id),amenity=cafe"
+            case 1: tags = "addr:street=Katu,addr:housenumber=\(id % 50)"
+            case 2: tags = "name=Shop%20%\(id),shop=bakery,addr:street=Tie,addr:housenumber=3"
+            default: break
+            }
+            lines.append(String(format: "n%d v1 T%@ x%.7f y%.7f", id, tags, lon, lat))
+        }
+        var wayID = 0
+        func way(_ refs: [Int], _ tags: String) -> Int {
+            wayID += 1
+            lines.append("w\(wayID) v1 T\(tags) N\(refs.map { "n\($0)" }.joined(separator: ","))")
+            return wayID
+        }
+        var rings: [Int] = []
+        for _ in 0..<600 {
+            let a = 1 + Int(random.next() % UInt64(nodes - columns - 2))
+            let ring = [a, a + 1, a + 1 + columns, a + columns, a]
+            switch random.next() % 6 {
+            case 0: _ = way(ring, "building=yes,name=House")
+            case 1: _ = way(ring, "building=yes,addr:street=Polku,addr:housenumber=\(a % 30)")
+            case 2: _ = way(Array(a..<(a + 6)), "highway=residential,name=Street%20%\(a % 40)")
+            case 3: _ = way(Array(a..<(a + 6)), "highway=service")
+            default: rings.append(way(ring, ""))
+            }
+        }
+        _ = way([1, 2, nodes + 5], "building=yes,name=Cut")  // a node the file lacks
+        for (i, ring) in rings.enumerated() {
+            let members = i % 7 == 0 ? "Mw\(ring)@outer,w999999@outer" : "Mw\(ring)@outer"
+            let tags =
+                i % 2 == 0 ? "type=multipolygon,leisure=park,name=Park%20%\(i)" : "type=multipolygon,landuse=grass"
+            lines.append("r\(i + 1) v1 T\(tags) \(members)")
+        }
+        let path = try Fixtures.pbf(fromOPL: lines.joined(separator: "\n") + "\n", in: directory)
+        try Self.same(path, mapLayer: mapLayer)
+    }
+
+    @Test func theLimitChoosesThePasses() {
+        #expect(!ImportPasses.automatic(memoryLimit: 1 << 30).readsTwice(fileBytes: 1 << 20))
+        #expect(ImportPasses.automatic(memoryLimit: 1 << 20).readsTwice(fileBytes: 1 << 20))
+        #expect(ImportPasses.two.readsTwice(fileBytes: 1) && !ImportPasses.one.readsTwice(fileBytes: .max))
+    }
+}
