@@ -81,3 +81,31 @@ public struct BoundingBox: Sendable, Equatable, Hashable {
             && c.longitude <= maxLongitude
     }
 }
+
+/// Where an import puts the places it makes, one at a time, so that it need not hold them all: a file
+/// writer spills them to disk (PlacedStore's `PlaceFileWriter`), `PlaceList` keeps them in memory.
+/// Places whose address is derived from what is around them come without one; `assignAddresses` then
+/// gives each, in the order they were added, the address `resolve` finds at its point.
+public protocol PlaceSink: AnyObject {
+    /// Places added so far.
+    var count: Int { get }
+    func add(_ place: Place)
+    func assignAddresses(_ resolve: (Coordinate) -> (address: String?, source: AddressSource))
+}
+
+/// A `PlaceSink` in memory.
+public final class PlaceList: PlaceSink {
+    public private(set) var places: [Place] = []
+
+    public init() {}
+
+    public var count: Int { places.count }
+
+    public func add(_ place: Place) { places.append(place) }
+
+    public func assignAddresses(_ resolve: (Coordinate) -> (address: String?, source: AddressSource)) {
+        for index in places.indices where places[index].address == nil {
+            (places[index].address, places[index].addressSource) = resolve(places[index].coordinate)
+        }
+    }
+}

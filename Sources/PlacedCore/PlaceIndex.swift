@@ -735,6 +735,42 @@ extension PlaceIndex {
         }
     }
 
+    /// `renumberedByPosition().index.serialized()` without copying anything: the bytes in chunks to
+    /// `body` (an importer streams millions of points straight to its file).
+    public func serializeNumberedByPosition(_ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        var header = [UInt8](repeating: 0, count: 48)
+        header.withUnsafeMutableBytes { raw in
+            for (i, byte) in Self.magic.enumerated() { raw[i] = byte }
+            raw.storeBytes(of: UInt16(Self.formatVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
+            raw.storeBytes(of: UInt16(nodeSize).littleEndian, toByteOffset: 6, as: UInt16.self)
+            raw.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 8, as: UInt32.self)
+            raw.storeBytes(of: Self.identityFlag.littleEndian, toByteOffset: 12, as: UInt32.self)
+            for (i, value) in [bounds.minLongitude, bounds.minLatitude, bounds.maxLongitude, bounds.maxLatitude]
+                .enumerated()
+            {
+                raw.storeBytes(of: value.bitPattern.littleEndian, toByteOffset: 16 + 8 * i, as: UInt64.self)
+            }
+        }
+        try header.withUnsafeBytes { try body($0) }
+        let points = storage.points
+        let chunk = 1 << 16
+        var start = 0
+        while start < points.count {
+            let end = Swift.min(points.count, start + chunk)
+            #if _endian(little)
+                try body(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: points[start..<end])))
+            #else
+                let swapped = points[start..<end].map { $0.bitPattern.littleEndian }
+                try swapped.withUnsafeBytes { try body($0) }
+            #endif
+            start = end
+        }
+    }
+
+    /// `order[position]`: the builder's index of the point at each tree position (what
+    /// `renumberedByPosition` returns beside the index).
+    public var order: [Int32] { (0..<count).map { Int32(storage.id(at: $0)) } }
+
     /// Reads an index written by `serialized()` (see `init(serialized:)` for raw bytes).
     public init(serialized bytes: [UInt8]) throws(PlaceIndexDecodingError) {
         // Array.withUnsafeBytes is untyped `rethrows`: carry the typed result out by hand.

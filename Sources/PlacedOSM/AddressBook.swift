@@ -67,58 +67,57 @@ struct AddressBook {
         }
     }
 
-    /// Sets `address` and `addressSource` of every place that has no address of its own.
-    func assign(to places: inout [Place]) {
-        guard places.contains(where: { $0.address == nil }) else { return }
-        let reference = places.first?.coordinate.latitude ?? 0
-        let pointGrid = SpatialGrid(latitude: reference, boxes: points.map { Self.box($0.coordinate, $0.coordinate) })
-        let buildingGrid = SpatialGrid(latitude: reference, boxes: buildings.map(\.bounds))
-        let outlineGrid = SpatialGrid(latitude: reference, boxes: outlineSegments.map { Self.box($0.a, $0.b) })
-        let streetGrid = SpatialGrid(latitude: reference, boxes: streetSegments.map { Self.box($0.a, $0.b) })
-
+    /// Sets `address` and `addressSource` of every place in `sink` that has no address of its own; the
+    /// grids are measured at `referenceLatitude` (the first place's) and built only if one needs them.
+    func assign(to sink: PlaceSink, referenceLatitude reference: Double) {
+        var grids: (point: SpatialGrid, building: SpatialGrid, outline: SpatialGrid, street: SpatialGrid)?
         var found: [Int] = []
-        for index in places.indices where places[index].address == nil {
-            let at = places[index].coordinate
-            let projection = LocalProjection(origin: at)
+        sink.assignAddresses { at in
+            if grids == nil {
+                grids = (
+                    SpatialGrid(latitude: reference, boxes: points.map { Self.box($0.coordinate, $0.coordinate) }),
+                    SpatialGrid(latitude: reference, boxes: buildings.map(\.bounds)),
+                    SpatialGrid(latitude: reference, boxes: outlineSegments.map { Self.box($0.a, $0.b) }),
+                    SpatialGrid(latitude: reference, boxes: streetSegments.map { Self.box($0.a, $0.b) })
+                )
+            }
+            let (pointGrid, buildingGrid, outlineGrid, streetGrid) = grids!
+            return address(at: at, pointGrid, buildingGrid, outlineGrid, streetGrid, &found)
+        }
+    }
 
-            buildingGrid.candidates(within: 0, of: at, into: &found)
-            var containing: Int?
-            for number in found
-            where buildings[number].bounds.contains(at) && Self.contains(buildings[number].polygons, at) {
-                if containing.map({ buildings[number].area < buildings[$0].area }) ?? true { containing = number }
-            }
-            if let containing {
-                places[index].address = addresses[Int(buildings[containing].address)]
-                places[index].addressSource = .building
-                continue
-            }
+    private func address(
+        at: Coordinate, _ pointGrid: SpatialGrid, _ buildingGrid: SpatialGrid, _ outlineGrid: SpatialGrid,
+        _ streetGrid: SpatialGrid, _ found: inout [Int]
+    ) -> (address: String?, source: AddressSource) {
+        let projection = LocalProjection(origin: at)
+        buildingGrid.candidates(within: 0, of: at, into: &found)
+        var containing: Int?
+        for number in found
+        where buildings[number].bounds.contains(at) && Self.contains(buildings[number].polygons, at) {
+            if containing.map({ buildings[number].area < buildings[$0].area }) ?? true { containing = number }
+        }
+        if let containing { return (addresses[Int(buildings[containing].address)], .building) }
 
-            var nearest: (distance: Double, address: Int32)?
-            func consider(_ distance: Double, _ address: Int32) {
-                if distance <= Self.nearbyRadius, distance < nearest?.distance ?? .infinity {
-                    nearest = (distance, address)
-                }
-            }
-            pointGrid.candidates(within: Self.nearbyRadius, of: at, into: &found)
-            for number in found { consider(projection.distance(to: points[number].coordinate), points[number].address) }
-            outlineGrid.candidates(within: Self.nearbyRadius, of: at, into: &found)
-            for number in found {
-                let segment = outlineSegments[number]
-                consider(Self.distance(from: projection, to: segment), buildings[Int(segment.owner)].address)
-            }
-            if let nearest {
-                places[index].address = addresses[Int(nearest.address)]
-                places[index].addressSource = .nearby
-                continue
-            }
-
-            if let street = nearestStreet(to: projection, grid: streetGrid, scratch: &found) {
-                places[index].address = "near \(streetNames[street])"
-                places[index].addressSource = .street
-            } else {
-                places[index].addressSource = .none
+        var nearest: (distance: Double, address: Int32)?
+        func consider(_ distance: Double, _ address: Int32) {
+            if distance <= Self.nearbyRadius, distance < nearest?.distance ?? .infinity {
+                nearest = (distance, address)
             }
         }
+        pointGrid.candidates(within: Self.nearbyRadius, of: at, into: &found)
+        for number in found { consider(projection.distance(to: points[number].coordinate), points[number].address) }
+        outlineGrid.candidates(within: Self.nearbyRadius, of: at, into: &found)
+        for number in found {
+            let segment = outlineSegments[number]
+            consider(Self.distance(from: projection, to: segment), buildings[Int(segment.owner)].address)
+        }
+        if let nearest { return (addresses[Int(nearest.address)], .nearby) }
+
+        if let street = nearestStreet(to: projection, grid: streetGrid, scratch: &found) {
+            return ("near \(streetNames[street])", .street)
+        }
+        return (nil, .none)
     }
 
     /// The nearest street segment's street within `streetRadius`: circles of 25, 50, 100, 200 and

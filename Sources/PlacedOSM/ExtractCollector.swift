@@ -23,7 +23,10 @@ struct ExtractCollector {
     enum Pass {
         case all, waysAndRelations, memberWays, nodes
     }
-    private(set) var places: [Place] = []
+    /// Where the places go as they are made; `finish` has their addresses assigned there.
+    let sink: PlaceSink
+    /// The first place's latitude, where the address grids are measured.
+    private var firstLatitude: Double?
     private var addresses = AddressBook()
 
     /// What an element's tags make of it.
@@ -56,7 +59,15 @@ struct ExtractCollector {
     }
     private var pendingRelations: [PendingRelation] = []
 
-    init(includesMapLayer: Bool) { self.includesMapLayer = includesMapLayer }
+    init(includesMapLayer: Bool, sink: PlaceSink) {
+        self.includesMapLayer = includesMapLayer
+        self.sink = sink
+    }
+
+    private mutating func emit(_ place: Place) {
+        if firstLatitude == nil { firstLatitude = place.coordinate.latitude }
+        sink.add(place)
+    }
 
     var nodeCount: Int { nodes.seen }
     var wayCount: Int { waysSeen }
@@ -66,7 +77,7 @@ struct ExtractCollector {
         if let lendable = tags.lendableAddress(strings) { addresses.addPoint(location.coordinate, address: lendable) }
         guard tags.mayBePlace(isWay: false), let (name, kind, address) = tags.place(isWay: false, strings: strings)
         else { return }
-        places.append(
+        emit(
             Place(
                 id: "osm:node/\(id)", name: name, kind: kind, address: address, coordinate: location.coordinate,
                 localizedNames: tags.localizedNames(strings)))
@@ -159,8 +170,7 @@ struct ExtractCollector {
     /// Resolves the pending ways and relations; returns every place (with its address), the map
     /// layer, and what could not be made.
     mutating func finish() -> (
-        places: [Place], features: [MapFeature], incompleteWays: Int, multipolygons: Int,
-        skipped: [SkippedRelation]
+        features: [MapFeature], incompleteWays: Int, multipolygons: Int, skipped: [SkippedRelation]
     ) {
         nodes.finish()
         ways.finish()
@@ -175,7 +185,7 @@ struct ExtractCollector {
             let id = "osm:way/\(ways.id(of: way.number))"
             let isArea = way.isClosed && points.count >= 4
             if let place = way.description.place {
-                places.append(Self.wayPlace(id: id, place, way.description, points: points, isArea: isArea))
+                emit(Self.wayPlace(id: id, place, way.description, points: points, isArea: isArea))
             }
             // A closed street is still a line; an area feature is only ever classified for a ring.
             if let feature = way.description.feature, feature.isArea ? isArea : points.count >= 2 {
@@ -214,7 +224,7 @@ struct ExtractCollector {
                 if let place = relation.description.place,
                     let made = Self.areaPlace(id: id, place, relation.description, polygons: polygons)
                 {
-                    places.append(made)
+                    emit(made)
                 }
                 let simplified = polygons.map { $0.map { Simplification.ring($0) } }
                 add(.polygons(simplified), of: id, relation.description, to: &features)
@@ -222,8 +232,11 @@ struct ExtractCollector {
         }
         pendingWays = []
         pendingRelations = []
-        addresses.assign(to: &places)
-        return (places, features, incomplete, multipolygons, skipped)
+        // Node locations and ways are done with: their memory goes before the addresses' grids are built.
+        nodes = NodeLocations()
+        ways = WayStore()
+        addresses.assign(to: sink, referenceLatitude: firstLatitude ?? 0)
+        return (features, incomplete, multipolygons, skipped)
     }
 
     /// Keeps a feature for the map layer and for the addresses it lends.

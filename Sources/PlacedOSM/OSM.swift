@@ -23,9 +23,26 @@ public enum OSM {
         throws(OSMError)
         -> PlaceExtract
     {
+        let list = PlaceList()
+        var extract = try importPlaces(path: path, into: list, mapLayer: mapLayer, passes: passes, progress: progress)
+        extract.places = list.places
+        return extract
+    }
+
+    /// The same into `sink`, which gets each place as it is made and then their addresses, so that they
+    /// need not all be held in memory: `placectl import` streams them to the places file's writer. The
+    /// extract returned has no places (`sink` has them).
+    public static func importPlaces(
+        path: String, into sink: PlaceSink, mapLayer: Bool = true,
+        passes: ImportPasses = .automatic(memoryLimit: ImportPasses.defaultLimit),
+        progress: ((ImportProgress) -> Void)? = nil
+    )
+        throws(OSMError)
+        -> PlaceExtract
+    {
         let reader = try PBFReader(path: path)
         var decoder = PrimitiveBlockDecoder()
-        var collector = ExtractCollector(includesMapLayer: mapLayer)
+        var collector = ExtractCollector(includesMapLayer: mapLayer, sink: sink)
         let twoPass = passes.readsTwice(fileBytes: reader.totalBytes)
         let passCount = twoPass ? 3 : 1
         /// One read: every block, recording each one's offset, size and kinds; or only `blocks`.
@@ -79,13 +96,15 @@ public enum OSM {
         } else {
             _ = try read(1, "reading", blocks: nil)
         }
+        let keptNodes = twoPass ? collector.nodes.count : collector.nodeCount
+        let nodeCount = collector.nodeCount
         let result = collector.finish()
         return PlaceExtract(
-            places: result.places, features: mapLayer ? result.features : nil,
+            places: [], features: mapLayer ? result.features : nil,
             statistics: OSMStatistics(
-                nodes: collector.nodeCount, ways: collector.wayCount, relations: collector.relationCount,
+                nodes: nodeCount, ways: collector.wayCount, relations: collector.relationCount,
                 incompleteWays: result.incompleteWays, bytes: reader.totalBytes, multipolygons: result.multipolygons,
-                skippedRelations: result.skipped, keptNodes: twoPass ? collector.nodes.count : collector.nodeCount,
+                skippedRelations: result.skipped, keptNodes: keptNodes,
                 passes: passCount))
     }
 

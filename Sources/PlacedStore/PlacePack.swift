@@ -47,92 +47,6 @@ enum PlacePack {
 
     static let sourceCodes: [AddressSource] = [.own, .building, .nearby, .street, .none]
 
-    // MARK: Writing
-
-    /// Writes the pack for `places` (already in tree order: place i at the index's position i) at the end
-    /// of the file open as `descriptor`, whose first `imageSize` bytes are the SQLite database, then the
-    /// trailer. Returns nothing: the caller syncs and renames.
-    static func append(
-        places: [Place], index: PlaceIndex, kinds: [String], kindCodes: [UInt32], id: [UInt8], to descriptor: Int32,
-        path: String, imageSize: Int
-    ) throws(PlaceDatabaseError) {
-        let start = (imageSize + alignment - 1) / alignment * alignment
-        var writer = FileWriter(descriptor: descriptor, path: path, offset: start)
-        var sections = [(offset: Int, length: Int)](repeating: (0, 0), count: Section.allCases.count)
-        func section(_ which: Section, _ body: (inout FileWriter) throws(PlaceDatabaseError) -> Void)
-            throws(PlaceDatabaseError)
-        {
-            try writer.pad(to: 64)
-            let begin = writer.offset
-            try body(&writer)
-            sections[which.rawValue] = (begin - start, writer.offset - begin)
-        }
-        try writer.append(zeros: headerSize)  // written last, once the sections are known
-        try section(.index) { (w) throws(PlaceDatabaseError) in try w.append(index.serialized()) }
-        try section(.area) { (w) throws(PlaceDatabaseError) in
-            for place in places { try w.append(Float(place.area).bitPattern) }
-        }
-        try section(.reach) { (w) throws(PlaceDatabaseError) in
-            // Rounded up, so the stored reach never falls short of the footprint.
-            for place in places { try w.append((place.reach > 0 ? Float(place.reach).nextUp : 0).bitPattern) }
-        }
-        try section(.kind) { (w) throws(PlaceDatabaseError) in for code in kindCodes { try w.append(code) } }
-        // Records first into memory a place at a time, so their starts are known for the section before them.
-        var starts: [UInt32] = []
-        starts.reserveCapacity(places.count + 1)
-        var records = RecordEncoder()
-        for place in places {
-            guard records.bytes.count / 4 < Int(UInt32.max) else {
-                throw .invalidPlace(id: place.id, reason: "the places' records pass 16 GB")
-            }
-            starts.append(UInt32(records.bytes.count / 4))
-            records.encode(place)
-        }
-        starts.append(UInt32(records.bytes.count / 4))
-        try section(.recordStarts) { (w) throws(PlaceDatabaseError) in for s in starts { try w.append(s) } }
-        try section(.records) { (w) throws(PlaceDatabaseError) in try w.append(records.bytes) }
-        try section(.kinds) { (w) throws(PlaceDatabaseError) in
-            try w.append(UInt32(kinds.count))
-            var offset: UInt32 = 0
-            try w.append(offset)
-            for kind in kinds {
-                offset += UInt32(kind.utf8.count)
-                try w.append(offset)
-            }
-            for kind in kinds { try w.append(Array(kind.utf8)) }
-        }
-        let areaNumbers = places.indices.filter { places[$0].area > 0 }
-        let reachIndex = ReachIndex(
-            coordinates: areaNumbers.map { index.entry(atPosition: $0).coordinate },
-            reaches: areaNumbers.map { Double(places[$0].reach > 0 ? Float(places[$0].reach).nextUp : 0) },
-            members: areaNumbers.map { Int32($0) })
-        try section(.areas) { (w) throws(PlaceDatabaseError) in try w.append(reachIndex.serialized()) }
-        try writer.pad(to: 8)
-        let length = writer.offset - start
-        try writer.append(trailerMagic)
-        try writer.append(UInt64(start))
-        try writer.append(UInt64(length))
-        try writer.append(Array(id.prefix(8)))
-        try writer.flush()
-
-        var header = [UInt8](repeating: 0, count: headerSize)
-        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { header[offset + i] = byte } }
-        }
-        header.replaceSubrange(0..<8, with: magic)
-        put(version, at: 8)
-        header.replaceSubrange(16..<32, with: id)
-        put(UInt64(places.count), at: 32)
-        put(UInt32(sections.count), at: 40)
-        for (i, entry) in sections.enumerated() {
-            put(UInt64(entry.offset), at: 48 + 16 * i)
-            put(UInt64(entry.length), at: 56 + 16 * i)
-        }
-        var headerWriter = FileWriter(descriptor: descriptor, path: path, offset: start)
-        try headerWriter.append(header)
-        try headerWriter.flush()
-    }
-
     /// A fresh id for a pack and the meta row that names it.
     static func newID() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
@@ -205,24 +119,27 @@ struct FileWriter {
     private var buffer: [UInt8] = []
     private var flushedTo: Int
 
-    init(descriptor: Int32, path: String, offset: Int) {
+    private let capacity: Int
+
+    init(descriptor: Int32, path: String, offset: Int, buffer capacity: Int = 1 << 20) {
         self.descriptor = descriptor
         self.path = path
         self.offset = offset
+        self.capacity = capacity
         flushedTo = offset
-        buffer.reserveCapacity(1 << 20)
+        buffer.reserveCapacity(capacity)
     }
 
     mutating func append(_ bytes: [UInt8]) throws(PlaceDatabaseError) {
         buffer.append(contentsOf: bytes)
         offset += bytes.count
-        if buffer.count >= 1 << 20 { try flush() }
+        if buffer.count >= capacity { try flush() }
     }
 
     mutating func append<T: FixedWidthInteger>(_ value: T) throws(PlaceDatabaseError) {
         withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
         offset += MemoryLayout<T>.size
-        if buffer.count >= 1 << 20 { try flush() }
+        if buffer.count >= capacity { try flush() }
     }
 
     mutating func append(zeros count: Int) throws(PlaceDatabaseError) {

@@ -112,6 +112,44 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         #expect(nearest[0].distance == 0)
     }
 
+    /// A writer whose memory limit is far below the places orders them through several buckets on disk,
+    /// and derives addresses through its patch file: the same file as from memory.
+    @Test func writingThroughBucketsAndAddressPatchesGivesTheSameFile() throws {
+        let directory = TemporaryDirectory()
+        let places = syntheticPlaces(30_000, seed: 9) + [station]
+        let reference = directory.file("reference.db")
+        var resolved = places
+        for i in resolved.indices where resolved[i].address == nil {
+            resolved[i].address = i % 2 == 0 ? "near Street \(i % 7)" : nil
+            resolved[i].addressSource = i % 2 == 0 ? .street : .none
+        }
+        try PlaceDatabase.replace(at: reference, with: resolved)
+
+        let path = directory.file("places.db")
+        let writer = try PlaceFileWriter(path: path, memoryLimit: 1 << 20)
+        for place in places { writer.add(place) }
+        var next = 0
+        writer.assignAddresses { coordinate in
+            while resolved[next].address == places[next].address && places[next].address != nil { next += 1 }
+            defer { next += 1 }
+            #expect(coordinate == places[next].coordinate)
+            return (resolved[next].address, resolved[next].addressSource)
+        }
+        var steps: [String] = []
+        try writer.finish(mapFeatures: nil) { steps.append($0) }
+        #expect(steps.contains { $0.contains("buckets") && !$0.contains(" 1 bucket") }, "\(steps)")
+        #expect(writer.addressSources[.street] == resolved.filter { $0.addressSource == .street }.count)
+
+        let expected = try PlaceDatabase.open(path: reference).load()
+        let written = try PlaceDatabase.open(path: path).load()
+        #expect(written.count == expected.count)
+        for number in 0..<expected.count {
+            #expect(try written.place(at: number) == expected.place(at: number))
+            #expect(written.reaches[number] == expected.reaches[number])
+        }
+        #expect(directory.leftovers.isEmpty)
+    }
+
     @Test func emptyPlaceListIsAValidDatabase() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")

@@ -57,14 +57,17 @@ enum ImportCommand: Command {
         let start = monotonicSeconds()
         let bar = isatty(2) == 1 ? ProgressBar(start: start) : nil
         let extract: PlaceExtract
+        let writer: PlaceFileWriter
         do {
-            extract = try OSM.extractPlaces(
-                path: file, mapLayer: !context.arguments.has("no-map"), passes: .automatic(memoryLimit: limit)
+            // The places stream to the file's writer as they are made: memory holds a few bytes a place.
+            writer = try PlaceFileWriter(path: database, memoryLimit: limit / 2)
+            extract = try OSM.importPlaces(
+                path: file, into: writer, mapLayer: !context.arguments.has("no-map"),
+                passes: .automatic(memoryLimit: limit)
             ) {
                 bar?.update($0)
             }
-            bar?.show("writing \(extract.places.count.grouped) places to \(database)")
-            try PlaceDatabase.replace(at: database, with: extract.places, mapFeatures: extract.features)
+            try writer.finish(mapFeatures: extract.features) { step in bar?.show("\(step) → \(database)") }
         } catch {
             bar?.clear()
             throw CommandFailure(command: spec.qualifiedName, message: "\(error)")
@@ -72,10 +75,10 @@ enum ImportCommand: Command {
         bar?.clear()
         let seconds = monotonicSeconds() - start
         print(
-            "imported \(extract.places.count.grouped) places from "
+            "imported \(writer.count.grouped) places from "
                 + "\(extract.statistics.elements.grouped) elements in \(seconds.formatted(decimals: 2)) s → \(database)"
         )
-        print(summary(of: extract).joined(separator: "\n"))
+        print(summary(of: extract, places: writer.count, sources: writer.addressSources).joined(separator: "\n"))
     }
 
     /// "512M" → 536870912; nil for anything but a positive number with an optional K, M or G.
@@ -93,11 +96,10 @@ enum ImportCommand: Command {
     }
 
     /// The lines after the first: addresses, the map layer, multipolygons and what was skipped.
-    static func summary(of extract: PlaceExtract) -> [String] {
-        let count = max(extract.places.count, 1)
+    static func summary(of extract: PlaceExtract, places: Int, sources: [AddressSource: Int]) -> [String] {
+        let count = max(places, 1)
         func share(_ n: Int) -> String { "\((100 * Double(n) / Double(count)).formatted(decimals: 1)) %" }
-        let sources = extract.addressSources
-        let withAddress = extract.places.count - (sources[.none] ?? 0)
+        let withAddress = places - (sources[.none] ?? 0)
         var lines = [
             "addresses: \(share(withAddress)) of places ("
                 + AddressSource.allCases.filter { $0 != .none }.map { "\($0.rawValue) \(share(sources[$0] ?? 0))" }

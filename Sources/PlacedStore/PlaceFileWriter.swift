@@ -1,0 +1,653 @@
+import CSQLite
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Writes a places file from places handed over one at a time (`PlaceSink`), with memory bounded by
+/// `memoryLimit` and a few bytes a place rather than by the places themselves: each place is encoded
+/// and spilled to a nameless temporary file beside the destination as it comes.
+///
+/// `finish` then reads the points back (16 bytes a place) and sorts them into the spatial index's tree
+/// order (4 bytes a place more), and writes the places in that order: the spill is distributed into
+/// buckets of consecutive tree positions no larger than the limit allows, each bucket is read into
+/// memory, ordered, and written out as SQLite rows and as the pack's columns and records. The pack is
+/// written to a temporary file of its own and copied after the SQLite part, then the whole file is
+/// synced and renamed into place (`PlaceDatabase.replace` is this writer fed from an array).
+///
+/// Memory at its peak, the sort: 20 bytes a place (600 MB for 30 million places). The temporary files
+/// take about three times the records on disk at most, and vanish whatever happens (O_TMPFILE).
+public final class PlaceFileWriter: PlaceSink {
+    public let path: String
+    public let memoryLimit: Int
+    public private(set) var count = 0
+    /// How many places have their address from each source (after `assignAddresses`).
+    public private(set) var addressSources: [AddressSource: Int] = [:]
+
+    /// The budget for one bucket of places in `finish` and the SQLite cache, unless told otherwise.
+    public static let defaultMemoryLimit = 256 << 20
+
+    private let temporaryPath: String
+    private let descriptor: Int32
+    private var spill: TemporaryFile
+    private var spillWriter: FileWriter
+    private var points: TemporaryFile
+    private var pointWriter: FileWriter
+    private var patches: TemporaryFile?
+    /// Bit per place: added without an address, to be derived.
+    private var needsAddress: [UInt64] = []
+    private var kindCodes: [String: UInt32] = [:]
+    private var kinds: [String] = []
+    /// The first failure of `add` (a place that is not valid, a full disk): `finish` throws it.
+    private var failure: PlaceDatabaseError?
+    private var finished = false
+    private var encoder = RecordEncoder()
+
+    /// Bytes before each spilled record: length u32, kind u32, reach f32, area f32, latitude and
+    /// longitude f64.
+    static let spillPrefix = 32
+
+    public init(path: String, memoryLimit: Int = PlaceFileWriter.defaultMemoryLimit) throws(PlaceDatabaseError) {
+        self.path = path
+        self.memoryLimit = max(memoryLimit, 1 << 20)
+        temporaryPath = "\(path).new-\(getpid())"
+        // A leftover of this same pid is ours by name (a crash before it could clean up).
+        unlink(temporaryPath)
+        descriptor = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw .cannotWrite(path: temporaryPath, operation: "create", errno: errno)
+        }
+        do {
+            let directory = Self.directoryName(of: path)
+            spill = try TemporaryFile(in: directory)
+            points = try TemporaryFile(in: directory)
+        } catch {
+            close(descriptor)
+            unlink(temporaryPath)
+            throw error
+        }
+        spillWriter = FileWriter(descriptor: spill.descriptor, path: spill.name, offset: 0)
+        pointWriter = FileWriter(descriptor: points.descriptor, path: points.name, offset: 0)
+    }
+
+    deinit {
+        close(descriptor)
+        if !finished { unlink(temporaryPath) }
+    }
+
+    static func directoryName(of path: String) -> String { PlaceDatabase.directoryName(of: path) }
+
+    // MARK: Adding
+
+    public func add(_ place: Place) {
+        guard failure == nil else { return }
+        do {
+            try PlaceDatabase.validate([place])
+            guard count < Int(Int32.max) - 1 else {
+                throw PlaceDatabaseError.invalidPlace(id: place.id, reason: "more places than a file holds")
+            }
+            let code: UInt32
+            if let known = kindCodes[place.kind] {
+                code = known
+            } else {
+                code = UInt32(kinds.count)
+                kindCodes[place.kind] = code
+                kinds.append(place.kind)
+            }
+            encoder.bytes.removeAll(keepingCapacity: true)
+            encoder.encode(place)
+            try spillWriter.append(UInt32(encoder.bytes.count))
+            try spillWriter.append(code)
+            let reach = place.reach > 0 ? Float(place.reach).nextUp : 0
+            try spillWriter.append(reach.bitPattern)
+            try spillWriter.append(Float(place.area).bitPattern)
+            try spillWriter.append(place.coordinate.latitude.bitPattern)
+            try spillWriter.append(place.coordinate.longitude.bitPattern)
+            try spillWriter.append(encoder.bytes)
+            try pointWriter.append(place.coordinate.longitude.bitPattern)
+            try pointWriter.append(place.coordinate.latitude.bitPattern)
+            if count % 64 == 0 { needsAddress.append(0) }
+            if place.address == nil { needsAddress[count / 64] |= 1 << UInt64(count % 64) }
+            addressSources[place.addressSource, default: 0] += 1
+            count += 1
+        } catch {
+            failure = error as? PlaceDatabaseError ?? .invalidPlace(id: place.id, reason: "\(error)")
+        }
+    }
+
+    private func lacksAddress(_ number: Int) -> Bool { needsAddress[number / 64] & (1 << UInt64(number % 64)) != 0 }
+
+    /// Gives each place added without an address the one `resolve` finds at its point, in order; written
+    /// to a patch file merged in when the places are written.
+    public func assignAddresses(_ resolve: (Coordinate) -> (address: String?, source: AddressSource)) {
+        guard failure == nil, count > 0 else { return }
+        do {
+            try pointWriter.flush()
+            let file = try TemporaryFile(in: Self.directoryName(of: path))
+            var writer = FileWriter(descriptor: file.descriptor, path: file.name, offset: 0)
+            let reader = SpillReader(file: points, size: pointWriter.offset)
+            for number in 0..<count {
+                let bytes = try reader.read(16)
+                guard lacksAddress(number) else { continue }
+                let longitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+                let latitude = Double(
+                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                let (address, source) = resolve(Coordinate(latitude: latitude, longitude: longitude))
+                addressSources[.none, default: 0] -= 1
+                addressSources[source, default: 0] += 1
+                let text = Array((address ?? "").utf8)
+                try writer.append(UInt8(PlacePack.sourceCodes.firstIndex(of: source) ?? 4))
+                try writer.append(UInt8(address == nil ? 0 : 1))
+                try writer.append(UInt32(text.count))
+                try writer.append(text)
+            }
+            try writer.flush()
+            patches = file
+        } catch {
+            failure = error
+        }
+    }
+
+    // MARK: Finishing
+
+    /// Sorts, writes the SQLite part and the pack, syncs and renames the file into place. `mapFeatures`
+    /// (nil: none) is the map layer. `progress` hears each step's name.
+    public func finish(mapFeatures: [MapFeature]?, progress: ((String) -> Void)? = nil) throws(PlaceDatabaseError) {
+        if let failure { throw failure }
+        try PlaceDatabase.validate(mapFeatures ?? [])
+        try spillWriter.flush()
+        try pointWriter.flush()
+        let n = count
+
+        // The tree order, from the points alone.
+        progress?("sorting \(n) places")
+        let sorted = UnsafeMutableBufferPointer<Double>.allocate(capacity: 2 * n)
+        do {
+            let reader = SpillReader(file: points, size: pointWriter.offset)
+            for i in 0..<2 * n {
+                sorted[i] = Double(bitPattern: UInt64(littleEndian: try reader.read(8).loadUnaligned(as: UInt64.self)))
+            }
+        } catch {
+            sorted.deallocate()
+            throw error
+        }
+        points.close()
+        var index: PlaceIndex? = PlaceIndex(sortingInterleaved: sorted)
+        let pack = try TemporaryFile(in: Self.directoryName(of: path))
+        let layout = PackLayout(count: n)
+        var indexWriter = FileWriter(descriptor: pack.descriptor, path: pack.name, offset: layout.index)
+        do {
+            try index!.serializeNumberedByPosition { (chunk) throws in try indexWriter.append(Array(chunk)) }
+            try indexWriter.flush()
+        } catch {
+            throw error as? PlaceDatabaseError ?? .cannotWrite(path: pack.name, operation: "write", errno: EIO)
+        }
+        // position → number, inverted in place to number → position.
+        var positions = index!.order
+        index = nil
+        Self.invert(&positions)
+
+        let id = PlacePack.newID()
+        let database: Database
+        do {
+            database = try Database(path: temporaryPath, mode: .readWrite)
+            try PlaceDatabase.createSchema(in: database, cacheBytes: memoryLimit / 4)
+            try database.execute("BEGIN IMMEDIATE")
+        } catch {
+            throw PlaceDatabase.lift(error, path: temporaryPath)
+        }
+
+        // Buckets of consecutive positions, each small enough to be ordered in memory.
+        let spillBytes = spillWriter.offset
+        let bucketBytes = max(1 << 16, memoryLimit / 2)
+        let bucketCount = min(max(1, (spillBytes + bucketBytes - 1) / bucketBytes), 256)
+        let perBucket = max(1, (n + bucketCount - 1) / bucketCount)
+        progress?("ordering \(n) places in \(bucketCount) bucket\(bucketCount == 1 ? "" : "s")")
+        var buckets: [TemporaryFile] = []
+        var bucketWriters: [FileWriter] = []
+        let patchReader = patches.map { SpillReader(file: $0, size: Int.max) }
+        do {
+            for _ in 0..<bucketCount {
+                let file = try TemporaryFile(in: Self.directoryName(of: path))
+                buckets.append(file)
+                bucketWriters.append(
+                    FileWriter(descriptor: file.descriptor, path: file.name, offset: 0, buffer: 1 << 18))
+            }
+            let reader = SpillReader(file: spill, size: spillBytes)
+            for number in 0..<n {
+                let prefix = try reader.read(Self.spillPrefix)
+                let length = Int(UInt32(littleEndian: prefix.loadUnaligned(as: UInt32.self)))
+                var head = Array(prefix)
+                var record = Array(try reader.read(length))
+                if lacksAddress(number), let patchReader {
+                    record = try Self.patched(record, with: patchReader, path: temporaryPath)
+                    head.withUnsafeMutableBytes {
+                        $0.storeBytes(of: UInt32(record.count).littleEndian, as: UInt32.self)
+                    }
+                }
+                let position = Int(positions[number])
+                let bucket = position / perBucket
+                try bucketWriters[bucket].append(UInt32(position))
+                try bucketWriters[bucket].append(head)
+                try bucketWriters[bucket].append(record)
+            }
+            for i in bucketWriters.indices { try bucketWriters[i].flush() }
+        } catch {
+            throw PlaceDatabase.lift(error, path: temporaryPath)
+        }
+        spill.close()
+        patches?.close()
+        positions = []
+
+        // Bucket by bucket, in tree order: SQLite rows, the pack's columns and records.
+        progress?("writing \(n) places")
+        var columns = PackColumnsWriter(pack: pack, layout: layout)
+        var areaNumbers: [Int32] = []
+        var areaCoordinates: [Coordinate] = []
+        var areaReaches: [Double] = []
+        do {
+            let insert = try database.prepare(
+                """
+                INSERT INTO places(rowid, id, name, kind, address, latitude, longitude, area,
+                                   min_lat, min_lon, max_lat, max_lon, outline, address_source, names)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for (number, bucket) in buckets.enumerated() {
+                let first = number * perBucket
+                let size = bucketWriters[number].offset
+                let bytes = try bucket.readAll(size: size)
+                bucket.close()
+                let span = min(perBucket, max(0, n - first))
+                var slots = [Int](repeating: -1, count: span)
+                try bytes.withUnsafeBytes { (raw) throws in
+                    var at = 0
+                    while at < raw.count {
+                        let position = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+                        let length = Int(
+                            UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self)))
+                        guard position >= first, position - first < span else {
+                            throw PlaceDatabaseError.corrupt(path: temporaryPath, detail: "bucket \(number) is wrong")
+                        }
+                        slots[position - first] = at + 4
+                        at += 4 + Self.spillPrefix + length
+                    }
+                    for (offset, slot) in slots.enumerated() {
+                        let position = first + offset
+                        let head = UnsafeRawBufferPointer(rebasing: raw[slot..<slot + Self.spillPrefix])
+                        let length = Int(UInt32(littleEndian: head.loadUnaligned(as: UInt32.self)))
+                        let code = UInt32(littleEndian: head.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                        let reach = Float(
+                            bitPattern: UInt32(littleEndian: head.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+                        let area = Float(
+                            bitPattern: UInt32(littleEndian: head.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
+                        let coordinate = Coordinate(
+                            latitude: Double(
+                                bitPattern: UInt64(
+                                    littleEndian: head.loadUnaligned(fromByteOffset: 16, as: UInt64.self))),
+                            longitude: Double(
+                                bitPattern: UInt64(
+                                    littleEndian: head.loadUnaligned(fromByteOffset: 24, as: UInt64.self))))
+                        let record = UnsafeRawBufferPointer(
+                            rebasing: raw[(slot + Self.spillPrefix)..<(slot + Self.spillPrefix + length)])
+                        guard var place = PlaceDatabase.decode(record) else {
+                            throw PlaceDatabaseError.corrupt(path: temporaryPath, detail: "spilled place \(position)")
+                        }
+                        place.kind = kinds[Int(code)]
+                        place.coordinate = coordinate
+                        try PlaceDatabase.insert(place, rowid: position + 1, with: insert)
+                        try columns.append(area: area, reach: reach, kind: code, record: record)
+                        if area > 0 {
+                            areaNumbers.append(Int32(position))
+                            areaCoordinates.append(coordinate)
+                            areaReaches.append(Double(reach))
+                        }
+                    }
+                }
+            }
+            try columns.finish(kinds: kinds)
+            progress?("indexing \(areaNumbers.count) areas by reach")
+            let reachIndex = ReachIndex(coordinates: areaCoordinates, reaches: areaReaches, members: areaNumbers)
+            areaCoordinates = []
+            areaReaches = []
+            try columns.appendAreas(reachIndex.serialized())
+            try columns.writeHeader(id: id, count: n)
+
+            progress?("indexing ids")
+            let insertKind = try database.prepare("INSERT INTO kinds(code, kind) VALUES (?, ?)")
+            for (code, kind) in kinds.enumerated() {
+                try insertKind.bind(Int64(code), at: 1)
+                try insertKind.bind(kind, at: 2)
+                try insertKind.step()
+                insertKind.reset()
+            }
+            try PlaceDatabase.indexIDs(in: database, path: temporaryPath)
+            if let mapFeatures {
+                progress?("writing \(mapFeatures.count) map features")
+                try PlaceDatabase.writeMapLayer(mapFeatures, into: database)
+            }
+            try PlaceDatabase.writeMeta(
+                into: database, placeCount: n, mapFeatures: mapFeatures?.count, packID: PlacePack.hex(id))
+            try database.execute("COMMIT")
+        } catch {
+            throw PlaceDatabase.lift(error, path: temporaryPath)
+        }
+        withExtendedLifetime(database) {}
+        try finishFile(pack: pack, packLength: columns.length, progress: progress)
+    }
+
+    /// Closes the SQLite part, appends the pack and its trailer, syncs and renames.
+    private func finishFile(pack: TemporaryFile, packLength: Int, progress: ((String) -> Void)?)
+        throws(PlaceDatabaseError)
+    {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            throw .cannotWrite(path: temporaryPath, operation: "fstat", errno: errno)
+        }
+        let start = (Int(status.st_size) + PlacePack.alignment - 1) / PlacePack.alignment * PlacePack.alignment
+        progress?("appending the pack (\(packLength / 1_000_000) MB)")
+        try pack.copy(length: packLength, to: descriptor, at: start, path: temporaryPath)
+        let id = try pack.read(at: 16, count: 16)
+        var trailer = FileWriter(descriptor: descriptor, path: temporaryPath, offset: start + packLength)
+        try trailer.append(PlacePack.trailerMagic)
+        try trailer.append(UInt64(start))
+        try trailer.append(UInt64(packLength))
+        try trailer.append(Array(id.prefix(8)))
+        try trailer.flush()
+        pack.close()
+        // SQLite wrote with synchronous=OFF; one fsync of the finished file is all the durability needed.
+        guard fsync(descriptor) == 0 else {
+            throw .cannotWrite(path: temporaryPath, operation: "fsync", errno: errno)
+        }
+        // The pages written are clean now: out of the page cache, so that the daemon's mapping reads them
+        // back page by page as queries touch them (small pages, each counted once in its RSS) instead of
+        // in the large folios the writes left.
+        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))
+        guard rename(temporaryPath, path) == 0 else {
+            throw .cannotWrite(path: path, operation: "rename", errno: errno)
+        }
+        finished = true
+        // Makes the rename itself durable. Should this fail, the new file is already in place.
+        let directory = Self.directoryName(of: path)
+        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else {
+            throw .cannotWrite(path: directory, operation: "open directory", errno: errno)
+        }
+        defer { close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else {
+            throw .cannotWrite(path: directory, operation: "fsync directory", errno: errno)
+        }
+    }
+
+    /// A record with the derived address merged in.
+    private static func patched(_ record: [UInt8], with reader: SpillReader, path: String) throws(PlaceDatabaseError)
+        -> [UInt8]
+    {
+        let head = try reader.read(6)
+        let source = PlacePack.sourceCodes[min(Int(head[0]), 4)]
+        let hasAddress = head[1] != 0
+        let length = Int(UInt32(littleEndian: head.loadUnaligned(fromByteOffset: 2, as: UInt32.self)))
+        let address = String(decoding: try reader.read(length), as: UTF8.self)
+        guard var place = record.withUnsafeBytes({ PlaceDatabase.decode($0) }) else {
+            throw .corrupt(path: path, detail: "a spilled place does not decode")
+        }
+        place.address = hasAddress ? address : nil
+        place.addressSource = source
+        var encoder = RecordEncoder()
+        encoder.encode(place)
+        return encoder.bytes
+    }
+
+    /// `numbers[position]` → `positions[number]`, in place (the sign bit marks what is done).
+    static func invert(_ array: inout [Int32]) {
+        array.withUnsafeMutableBufferPointer { a in
+            for start in 0..<a.count where a[start] >= 0 {
+                // Follow the cycle through start: a[i] = j means position i holds number j.
+                var position = start
+                var number = Int(a[start])
+                while number != start {
+                    let next = Int(a[number])
+                    a[number] = ~Int32(position)
+                    position = number
+                    number = next
+                }
+                a[start] = ~Int32(position)
+            }
+            for i in 0..<a.count { a[i] = ~a[i] }
+        }
+    }
+}
+
+/// Where the pack's sections go: the sizes of all but the records and what follows them are known
+/// from the place count, so each is written at its own offset as the places come in tree order.
+struct PackLayout {
+    let count: Int
+    let index: Int
+    let area: Int
+    let reach: Int
+    let kind: Int
+    let recordStarts: Int
+    let records: Int
+
+    init(count: Int) {
+        func aligned(_ offset: Int) -> Int { (offset + 63) / 64 * 64 }
+        self.count = count
+        index = PlacePack.headerSize
+        area = aligned(index + 48 + 16 * count)
+        reach = aligned(area + 4 * count)
+        kind = aligned(reach + 4 * count)
+        recordStarts = aligned(kind + 4 * count)
+        records = aligned(recordStarts + 4 * (count + 1))
+    }
+}
+
+/// The pack's column and record writers, one per section.
+struct PackColumnsWriter {
+    let pack: TemporaryFile
+    let layout: PackLayout
+    private var areas: FileWriter
+    private var reaches: FileWriter
+    private var kinds: FileWriter
+    private var starts: FileWriter
+    private var records: FileWriter
+    private var sections: [(offset: Int, length: Int)]
+    private(set) var length = 0
+
+    init(pack: TemporaryFile, layout: PackLayout) {
+        self.pack = pack
+        self.layout = layout
+        func writer(_ offset: Int) -> FileWriter {
+            FileWriter(descriptor: pack.descriptor, path: pack.name, offset: offset)
+        }
+        areas = writer(layout.area)
+        reaches = writer(layout.reach)
+        kinds = writer(layout.kind)
+        starts = writer(layout.recordStarts)
+        records = writer(layout.records)
+        sections = [(offset: Int, length: Int)](repeating: (0, 0), count: PlacePack.Section.allCases.count)
+        sections[PlacePack.Section.index.rawValue] = (layout.index, 48 + 16 * layout.count)
+        sections[PlacePack.Section.area.rawValue] = (layout.area, 4 * layout.count)
+        sections[PlacePack.Section.reach.rawValue] = (layout.reach, 4 * layout.count)
+        sections[PlacePack.Section.kind.rawValue] = (layout.kind, 4 * layout.count)
+        sections[PlacePack.Section.recordStarts.rawValue] = (layout.recordStarts, 4 * (layout.count + 1))
+    }
+
+    mutating func append(area: Float, reach: Float, kind: UInt32, record: UnsafeRawBufferPointer)
+        throws(PlaceDatabaseError)
+    {
+        try areas.append(area.bitPattern)
+        try reaches.append(reach.bitPattern)
+        try kinds.append(kind)
+        let start = records.offset - layout.records
+        guard start / 4 < Int(UInt32.max) else {
+            throw .invalidPlace(id: "", reason: "the places' records pass 16 GB")
+        }
+        try starts.append(UInt32(start / 4))
+        try records.append(Array(record))
+    }
+
+    /// After the last record: the end of the record table, the kinds.
+    mutating func finish(kinds names: [String]) throws(PlaceDatabaseError) {
+        try starts.append(UInt32((records.offset - layout.records) / 4))
+        sections[PlacePack.Section.records.rawValue] = (layout.records, records.offset - layout.records)
+        try areas.flush()
+        try reaches.flush()
+        try kinds.flush()
+        try starts.flush()
+        try records.pad(to: 64)
+        let kindsStart = records.offset
+        try records.append(UInt32(names.count))
+        var offset: UInt32 = 0
+        try records.append(offset)
+        for kind in names {
+            offset += UInt32(kind.utf8.count)
+            try records.append(offset)
+        }
+        for kind in names { try records.append(Array(kind.utf8)) }
+        sections[PlacePack.Section.kinds.rawValue] = (kindsStart, records.offset - kindsStart)
+    }
+
+    mutating func appendAreas(_ bytes: [UInt8]) throws(PlaceDatabaseError) {
+        try records.pad(to: 64)
+        let start = records.offset
+        try records.append(bytes)
+        sections[PlacePack.Section.areas.rawValue] = (start, bytes.count)
+        try records.pad(to: 8)
+        try records.flush()
+        length = records.offset
+    }
+
+    func writeHeader(id: [UInt8], count: Int) throws(PlaceDatabaseError) {
+        var header = [UInt8](repeating: 0, count: PlacePack.headerSize)
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { header[offset + i] = byte } }
+        }
+        header.replaceSubrange(0..<8, with: PlacePack.magic)
+        put(PlacePack.version, at: 8)
+        header.replaceSubrange(16..<32, with: id)
+        put(UInt64(count), at: 32)
+        put(UInt32(sections.count), at: 40)
+        for (i, entry) in sections.enumerated() {
+            put(UInt64(entry.offset), at: 48 + 16 * i)
+            put(UInt64(entry.length), at: 56 + 16 * i)
+        }
+        var writer = FileWriter(descriptor: pack.descriptor, path: pack.name, offset: 0)
+        try writer.append(header)
+        try writer.flush()
+    }
+}
+
+/// A nameless file in a directory (O_TMPFILE; a named one unlinked at once where that is not
+/// supported): nothing is left behind whatever happens to the process.
+final class TemporaryFile {
+    let descriptor: Int32
+    let name: String
+    private var isOpen = true
+
+    /// O_TMPFILE, which Swift does not import (`__O_TMPFILE | O_DIRECTORY`).
+    static let temporaryFlag: Int32 = 0o20_000_000 | O_DIRECTORY
+
+    init(in directory: String) throws(PlaceDatabaseError) {
+        name = "\(directory)/(temporary file)"
+        var fd = Glibc.open(directory, Self.temporaryFlag | O_RDWR | O_CLOEXEC, 0o600)
+        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+            let path = "\(directory)/.placed-spill-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd >= 0 { unlink(path) }
+        }
+        guard fd >= 0 else { throw .cannotWrite(path: name, operation: "create temporary file", errno: errno) }
+        descriptor = fd
+    }
+
+    deinit { close() }
+
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
+        Glibc.close(descriptor)
+    }
+
+    func read(at offset: Int, count: Int) throws(PlaceDatabaseError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = bytes.withUnsafeMutableBytes {
+                pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: n < 0 ? errno : EIO) }
+            done += n
+        }
+        return bytes
+    }
+
+    func readAll(size: Int) throws(PlaceDatabaseError) -> [UInt8] { size == 0 ? [] : try read(at: 0, count: size) }
+
+    /// Copies the first `length` bytes to `target` at `offset`, 4 MB at a time.
+    func copy(length: Int, to target: Int32, at offset: Int, path: String) throws(PlaceDatabaseError) {
+        let chunk = 4 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 4096)
+        defer { buffer.deallocate() }
+        var done = 0
+        while done < length {
+            let want = min(chunk, length - done)
+            let n = pread(descriptor, buffer.baseAddress!, want, off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: n < 0 ? errno : EIO) }
+            var written = 0
+            while written < n {
+                let w = pwrite(target, buffer.baseAddress! + written, n - written, off_t(offset + done + written))
+                if w < 0 && errno == EINTR { continue }
+                guard w > 0 else { throw .cannotWrite(path: path, operation: "write", errno: w < 0 ? errno : EIO) }
+                written += w
+            }
+            done += n
+        }
+    }
+}
+
+/// Sequential reads of a temporary file through a buffer of 1 MB (or the largest item read).
+final class SpillReader {
+    let file: TemporaryFile
+    let size: Int
+    private var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+    private var start = 0
+    private var end = 0
+    private var offset = 0
+
+    init(file: TemporaryFile, size: Int) {
+        self.file = file
+        self.size = size
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// The next `count` bytes, valid until the next call.
+    func read(_ count: Int) throws(PlaceDatabaseError) -> UnsafeRawBufferPointer {
+        if end - start < count {
+            // Keep what is left, then fill the rest.
+            let left = end - start
+            if buffer.count < count {
+                let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+                larger.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: left)
+                buffer.deallocate()
+                buffer = larger
+            } else {
+                buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: left)
+            }
+            start = 0
+            end = left
+            while end < count {
+                let n = pread(file.descriptor, buffer.baseAddress! + end, buffer.count - end, off_t(offset))
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    throw .cannotWrite(path: file.name, operation: "read", errno: n < 0 ? errno : EIO)
+                }
+                end += n
+                offset += n
+            }
+        }
+        defer { start += count }
+        return UnsafeRawBufferPointer(rebasing: buffer[start..<start + count])
+    }
+}
