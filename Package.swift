@@ -75,7 +75,7 @@ let package = Package(
             name: "placed-bench",
             dependencies: [
                 "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedOSM", "PlacedStore", "PlacedTestSupport",
-                "PlacectlKit", "PlacedFleet", "PlacedSystem", "CSQLite",
+                "PlacectlKit", "PlacedFleet", "PlacedSystem", "CSQLite", "CZlib",
             ]),
         // Test-only: drives PlacedFleet in its own process, for the tests that kill it or put it in a
         // network namespace (Tests/integration/test_fleet.py).

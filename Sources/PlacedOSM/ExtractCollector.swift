@@ -17,12 +17,18 @@ struct ExtractCollector {
     /// In `.memberWays`: the multipolygon members the first pass did not keep, sorted.
     private var wantedWays: [Int64] = []
 
-    /// One read keeps everything (`.all`: every node's location and every way's refs); the two-pass
-    /// import reads ways and relations first, keeping only the ways it will use, then the member ways
-    /// of the multipolygons it keeps, then only the nodes those ways reference.
+    /// One read keeps everything (`.all`: every node's location and every way's refs, the ways to
+    /// make waiting for `finish`). The two-pass import reads the ways and relations first, noting only
+    /// which nodes the ways it will use reference, then the member ways of the multipolygons it keeps
+    /// (their refs, for `finish`), then only the nodes noted, then the ways again, making each as it
+    /// comes: nothing per way is held but a multipolygon's members.
     enum Pass {
-        case all, waysAndRelations, memberWays, nodes
+        case all, waysAndRelations, memberWays, nodes, resolveWays
     }
+    /// The two-pass import's node ids, gathered in pass 1 and 2.
+    private var wantedNodes = NodeIDSet()
+    private(set) var features: [MapFeature] = []
+    private(set) var incompleteWays = 0
     /// Where the places go as they are made; `finish` has their addresses assigned there.
     let sink: PlaceSink
     /// The first place's latitude, where the address grids are measured.
@@ -95,41 +101,51 @@ struct ExtractCollector {
                 return
             }
             pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
-        case .waysAndRelations:
-            waysSeen += 1
+        case .waysAndRelations, .resolveWays:
+            if pass == .waysAndRelations { waysSeen += 1 }
             let shape = try WayStore.shape(of: refs)
             let isClosed = shape.count >= 4 && shape.first == shape.last
             guard let description = describe(tags, strings: strings, isClosed: isClosed, isRelation: false) else {
                 return
             }
-            let way = try ways.append(id: id, refs: refs)
-            pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
+            if pass == .waysAndRelations {
+                try wantedNodes.add(refs)
+            } else {
+                resolve(way: id, refs: try WayStore.decode(refs), isClosed: isClosed, description)
+            }
         case .memberWays:
-            if Self.contains(wantedWays, id) { _ = try ways.append(id: id, refs: refs) }
+            if Self.contains(wantedWays, id) {
+                _ = try ways.append(id: id, refs: refs)
+                try wantedNodes.add(refs)
+            }
         case .nodes:
             return
         }
     }
 
-    /// After the first of the two passes: the member ways it did not keep, for the second. Empty when
-    /// every multipolygon's members were kept already.
+    /// After the first of the two passes: the member ways of the multipolygons kept, for the second.
     mutating func prepareMemberWays() -> Int {
-        ways.finish()
         var wanted: [Int64] = []
-        for relation in pendingRelations {
-            for way in relation.memberWays where ways.number(of: way) == nil { wanted.append(way) }
-        }
+        for relation in pendingRelations { wanted += relation.memberWays }
         wanted.sort()
         wantedWays = wanted
         pass = .memberWays
         return wanted.count
     }
 
-    /// Before the nodes are read: keep the locations of the nodes every kept way references, and only those.
+    /// Before the nodes are read: keep the locations of the nodes the kept ways reference, and only those.
     mutating func prepareNodes() {
         wantedWays = []
-        nodes = NodeLocations(wanted: ways.allRefs())
+        ways.finish()
+        nodes = NodeLocations(wanted: wantedNodes.finish())
+        wantedNodes = NodeIDSet()
         pass = .nodes
+    }
+
+    /// Before the ways are read again: each is made as it comes.
+    mutating func prepareWays() {
+        nodes.finish()
+        pass = .resolveWays
     }
 
     private static func contains(_ sorted: [Int64], _ id: Int64) -> Bool {
@@ -174,25 +190,9 @@ struct ExtractCollector {
     ) {
         nodes.finish()
         ways.finish()
-        var features: [MapFeature] = []
-        var incomplete = 0
         for way in pendingWays {
-            guard let locations = locations(ofWay: way.number) else {
-                if way.description.place != nil { incomplete += 1 }
-                continue
-            }
-            let points = Self.withoutRepeats(locations.map(\.coordinate))
-            let id = "osm:way/\(ways.id(of: way.number))"
-            let isArea = way.isClosed && points.count >= 4
-            if let place = way.description.place {
-                emit(Self.wayPlace(id: id, place, way.description, points: points, isArea: isArea))
-            }
-            // A closed street is still a line; an area feature is only ever classified for a ring.
-            if let feature = way.description.feature, feature.isArea ? isArea : points.count >= 2 {
-                let geometry: MapFeature.Geometry =
-                    feature.isArea ? .polygons([[Simplification.ring(points)]]) : .line(Simplification.line(points))
-                add(geometry, of: id, way.description, to: &features)
-            }
+            resolve(
+                way: ways.id(of: way.number), refs: ways.refs(of: way.number), isClosed: way.isClosed, way.description)
         }
 
         var multipolygons = 0
@@ -227,7 +227,7 @@ struct ExtractCollector {
                     emit(made)
                 }
                 let simplified = polygons.map { $0.map { Simplification.ring($0) } }
-                add(.polygons(simplified), of: id, relation.description, to: &features)
+                add(.polygons(simplified), of: id, relation.description)
             }
         }
         pendingWays = []
@@ -236,13 +236,42 @@ struct ExtractCollector {
         nodes = NodeLocations()
         ways = WayStore()
         addresses.assign(to: sink, referenceLatitude: firstLatitude ?? 0)
-        return (features, incomplete, multipolygons, skipped)
+        defer { features = [] }
+        return (features, incompleteWays, multipolygons, skipped)
+    }
+
+    /// Makes a way's place and map feature (and the addresses it lends) from its refs; a way with a
+    /// node the file lacks makes nothing.
+    private mutating func resolve(way wayID: Int64, refs: [Int64], isClosed: Bool, _ description: Description) {
+        var found: [NodeLocation] = []
+        found.reserveCapacity(refs.count)
+        for ref in refs {
+            guard let location = nodes.location(of: ref) else {
+                if description.place != nil { incompleteWays += 1 }
+                return
+            }
+            found.append(location)
+        }
+        guard !found.isEmpty else {
+            if description.place != nil { incompleteWays += 1 }
+            return
+        }
+        let points = Self.withoutRepeats(found.map(\.coordinate))
+        let id = "osm:way/\(wayID)"
+        let isArea = isClosed && points.count >= 4
+        if let place = description.place {
+            emit(Self.wayPlace(id: id, place, description, points: points, isArea: isArea))
+        }
+        // A closed street is still a line; an area feature is only ever classified for a ring.
+        if let feature = description.feature, feature.isArea ? isArea : points.count >= 2 {
+            let geometry: MapFeature.Geometry =
+                feature.isArea ? .polygons([[Simplification.ring(points)]]) : .line(Simplification.line(points))
+            add(geometry, of: id, description)
+        }
     }
 
     /// Keeps a feature for the map layer and for the addresses it lends.
-    private mutating func add(
-        _ geometry: MapFeature.Geometry, of id: String, _ description: Description, to features: inout [MapFeature]
-    ) {
+    private mutating func add(_ geometry: MapFeature.Geometry, of id: String, _ description: Description) {
         guard let feature = description.feature, feature.isArea == (geometry.polygons != nil) else { return }
         if let address = description.buildingAddress, let polygons = geometry.polygons {
             addresses.addBuilding(polygons: polygons, address: address)

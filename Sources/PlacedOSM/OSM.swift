@@ -44,7 +44,7 @@ public enum OSM {
         var decoder = PrimitiveBlockDecoder()
         var collector = ExtractCollector(includesMapLayer: mapLayer, sink: sink)
         let twoPass = passes.readsTwice(fileBytes: reader.totalBytes)
-        let passCount = twoPass ? 3 : 1
+        let passCount = twoPass ? 4 : 1
         /// One read: every block, recording each one's offset, size and kinds; or only `blocks`.
         func read(_ pass: Int, _ name: String, blocks: [Block]?) throws(OSMError) -> [Block] {
             var seen: [Block] = []
@@ -93,6 +93,9 @@ public enum OSM {
             collector.prepareNodes()
             (decoder.decodesNodes, decoder.decodesWays, decoder.decodesRelations) = (true, false, false)
             _ = try read(3, "nodes", blocks: blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.nodes != 0 })
+            collector.prepareWays()
+            (decoder.decodesNodes, decoder.decodesWays) = (false, true)
+            _ = try read(4, "ways", blocks: wayBlocks)
         } else {
             _ = try read(1, "reading", blocks: nil)
         }
@@ -171,7 +174,7 @@ public struct OSMStatistics: Sendable, Equatable {
     public var skippedRelations: [SkippedRelation] = []
     /// Node locations held: every node in one pass, only those kept ways reference in two.
     public var keptNodes: Int = 0
-    /// Reads of the file: 1 (every node kept) or 3 (ways and relations, member ways, nodes).
+    /// Reads of the file: 1 (every node kept) or 4 (ways and relations, member ways, nodes, ways again).
     public var passes: Int = 1
 
     public var elements: Int { nodes + ways + relations }

@@ -12,23 +12,6 @@ struct WayStore {
 
     var count: Int { ids.count }
 
-    /// Every node ref of every way held: the nodes the two-pass import keeps.
-    func allRefs() -> [Int64] {
-        var refs: [Int64] = []
-        refs.reserveCapacity(bytes.count / 2)
-        bytes.withUnsafeBytes { raw in
-            for number in 0..<ids.count {
-                var reader = ProtobufReader(UnsafeRawBufferPointer(rebasing: raw[starts[number]..<starts[number + 1]]))
-                var ref: Int64 = 0
-                while !reader.isAtEnd, let delta = try? reader.signedVarint() {
-                    ref &+= delta
-                    refs.append(ref)
-                }
-            }
-        }
-        return refs
-    }
-
     /// Keeps a way's refs and returns its number, first and last ref and ref count; throws when the
     /// packed refs do not decode.
     mutating func append(id: Int64, refs: ProtobufReader) throws(ProtobufError)
@@ -48,6 +31,18 @@ struct WayStore {
         bytes.append(contentsOf: refs.bytes)
         starts.append(bytes.count)
         return (ids.count - 1, first, ref, count)
+    }
+
+    /// Packed refs decoded.
+    static func decode(_ refs: ProtobufReader) throws(ProtobufError) -> [Int64] {
+        var reader = refs
+        var ref: Int64 = 0
+        var decoded: [Int64] = []
+        while !reader.isAtEnd {
+            ref &+= try reader.signedVarint()
+            decoded.append(ref)
+        }
+        return decoded
     }
 
     /// First and last ref and ref count of packed refs, without keeping them.

@@ -16,10 +16,12 @@ func runIndexBenchmark(_ arguments: [String]) throws {
     var queryCount = 10_000
     var radius = 250.0
     var nodeSize = 64
+    var placesFile: String?
     var remaining = arguments[...]
     while let argument = remaining.popFirst() {
         guard let value = remaining.popFirst() else { throw BenchmarkUsage("\(argument) needs a value") }
         switch argument {
+        case "--places-file": placesFile = value
         case "--places": sizes = value.split(separator: ",").compactMap { Int($0) }
         case "--queries": queryCount = Int(value) ?? queryCount
         case "--radius": radius = Double(value) ?? radius
@@ -28,6 +30,7 @@ func runIndexBenchmark(_ arguments: [String]) throws {
         }
     }
 
+    if let placesFile { return try indexOnPlacesFile(placesFile, queries: queryCount, radius: radius) }
     print(
         "index: \(queryCount) queries \"within \(Int(radius)) m, nearest first\" near synthetic places (\(SyntheticCountry.summary))"
     )
@@ -94,7 +97,7 @@ func runIndexBenchmark(_ arguments: [String]) throws {
 
 /// The reference: SQLite's R*Tree over the same points, asked for the same degree box as the
 /// kd-tree's prefilter, then the same metric, filter and order.
-private final class RTreeBaseline {
+final class RTreeBaseline {
     let database: Database
     let query: Statement
 
@@ -206,4 +209,73 @@ enum SyntheticCountry {
             return LocalProjection(origin: p).coordinate(east: east, north: north)
         }
     }
+}
+
+/// `--places-file`: the index as the daemon has it, used in place from the file's mapping, and the
+/// daemon's ranking (`PlaceCatalog.rank`, accuracy 10 m), each timed on a cold page cache (the file's
+/// pages evicted first, as an import leaves them) and then warm; beside SQLite's R*Tree over the same
+/// points in memory (the same answers are checked for every query).
+func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) throws {
+    let catalog = try PlaceCatalog(path: path)
+    let index = catalog.placeSet.index
+    let count = index.count
+    var random = SplitMix64(seed: 2)
+    let queries = (0..<queryCount).map { _ in
+        let p = index.entry(atPosition: Int(random.next() % UInt64(count))).coordinate
+        return LocalProjection(origin: p).coordinate(east: random.gaussian() * 50, north: random.gaussian() * 50)
+    }
+    var buffer: [PlaceIndex.Neighbor] = []
+    buffer.reserveCapacity(4096)
+    func timeWithin() -> [Double] {
+        queries.map { q in
+            let start = BenchClock.now()
+            index.within(radius, of: q, into: &buffer)
+            return BenchClock.microseconds(since: start)
+        }
+    }
+    try LoadMeasurement.evictFromPageCache(path)
+    let cold = Percentiles(timeWithin())
+    let warm = Percentiles(timeWithin())
+    let ranker = try Ranker()
+    func timeRanking() throws -> [Double] {
+        try queries.map { q in
+            let fix = Fix(receivedAt: 0, coordinate: q, mode: .twoD, accuracy: Fix.sigma(fromRadius95: 10))
+            let start = BenchClock.now()
+            _ = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: 5)
+            return BenchClock.microseconds(since: start)
+        }
+    }
+    try LoadMeasurement.evictFromPageCache(path)
+    let coldRanking = Percentiles(try timeRanking())
+    _ = try timeRanking()  // the catalog's cache too: as a device that has been here
+    let warmRanking = Percentiles(try timeRanking())
+    let memory = LoadMeasurement.memory()
+    print("index on \(path): \(count) places (mapped), \(queryCount) queries near places, within \(Int(radius)) m")
+    print(
+        "  kd-tree within p50 cold \(cold.p50.formatted(decimals: 2)) us (p99 \(cold.p99.formatted(decimals: 1))),"
+            + " warm \(warm.p50.formatted(decimals: 2)) us (p99 \(warm.p99.formatted(decimals: 1)))")
+    print(
+        "  ranking p50 cold \(coldRanking.p50.formatted(decimals: 1)) us (p99 \(coldRanking.p99.formatted(decimals: 0))),"
+            + " warm \(warmRanking.p50.formatted(decimals: 1)) us (p99 \(warmRanking.p99.formatted(decimals: 0)))")
+    print("  RSS now \(memory.rss.formatted(decimals: 1)) MB")
+    let buildStart = BenchClock.now()
+    let rtree = try RTreeBaseline(coordinates: (0..<count).map { index.entry(atPosition: $0).coordinate })
+    let buildSeconds = BenchClock.seconds(since: buildStart)
+    for q in queries.prefix(1000) { _ = try rtree.within(radius, of: q) }
+    var rtreeTimes: [Double] = []
+    var mismatches = 0
+    for q in queries {
+        let start = BenchClock.now()
+        let answer = try rtree.within(radius, of: q)
+        rtreeTimes.append(BenchClock.microseconds(since: start))
+        index.within(radius, of: q, into: &buffer)
+        if answer != buffer { mismatches += 1 }
+    }
+    guard mismatches == 0 else { throw BenchmarkFailure("kd-tree and R*Tree disagree on \(mismatches) queries") }
+    let rt = Percentiles(rtreeTimes)
+    print(
+        "  R*Tree (SQLite, in memory, built in \(buildSeconds.formatted(decimals: 0)) s) within p50"
+            + " \(rt.p50.formatted(decimals: 1)) us (p99 \(rt.p99.formatted(decimals: 1))): kd-tree warm"
+            + " \((rt.p50 / warm.p50).formatted(decimals: 1))x, cold \((rt.p50 / cold.p50).formatted(decimals: 1))x;"
+            + " same answers for every query")
 }

@@ -23,6 +23,10 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
         "learn", "learning from picks: picks-to-first, routine month, calibration, time with 10,000 picks",
         learnBenchmark
     ),
+    (
+        "synthesize", "write a synthetic .osm.pbf (--shape city|countryside --places N --out FILE), for bench/big.py",
+        runSynthesize
+    ),
     ("fleet", "fleet export to mosquitto: markers/s, 100,000-event backlog drain, idle wake-ups", fleetBenchmark),
 ]
 
