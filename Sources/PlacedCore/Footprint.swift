@@ -18,13 +18,41 @@ extension Place {
     /// Metres from `projection.origin` to the bounding box, or to the coordinate for a point: never more
     /// than `footprintDistance`, and cheap, so it rules out far places before their outline is read.
     @inline(__always)
-    func lowerBoundDistance(from projection: LocalProjection) -> Double {
+    public func lowerBoundDistance(from projection: LocalProjection) -> Double {
         if area > 0, let bounds { return Footprint.distanceFromOrigin(to: bounds, in: projection) }
         return projection.distance(to: coordinate)
     }
 }
 
-enum Footprint {
+public enum Footprint {
+    /// The same over a ring stored as little-endian (latitude, longitude) float64 pairs, read in place:
+    /// the mapped places file's outlines. Bit for bit the result of `distanceFromOrigin(toRing:in:)`.
+    public static func distanceFromOrigin(toStoredRing bytes: UnsafeRawBufferPointer, in projection: LocalProjection)
+        -> Double
+    {
+        let count = bytes.count / 16
+        @inline(__always) func corner(_ i: Int) -> Coordinate {
+            Coordinate(
+                latitude: Double(
+                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16 * i, as: UInt64.self))),
+                longitude: Double(
+                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16 * i + 8, as: UInt64.self))))
+        }
+        var inside = false
+        var nearestSquared = Double.infinity
+        var a = projection.project(corner(0))
+        for index in 1..<count {
+            let b = projection.project(corner(index))
+            if (a.y > 0) != (b.y > 0) {
+                let crossingX = a.x + (0 - a.y) * (b.x - a.x) / (b.y - a.y)
+                if crossingX > 0 { inside.toggle() }
+            }
+            nearestSquared = min(nearestSquared, squaredDistanceFromOrigin(toSegment: a, b))
+            a = b
+        }
+        return inside ? 0 : nearestSquared.squareRoot()
+    }
+
     /// Distance from the projection's origin to a closed ring: 0 inside (even–odd rule), else to the
     /// nearest edge.
     static func distanceFromOrigin(toRing ring: [Coordinate], in projection: LocalProjection)
@@ -63,7 +91,7 @@ enum Footprint {
 
     /// Distance from the origin to a bounding box: 0 inside.
     @inline(__always)
-    static func distanceFromOrigin(to box: BoundingBox, in projection: LocalProjection) -> Double {
+    public static func distanceFromOrigin(to box: BoundingBox, in projection: LocalProjection) -> Double {
         let low = projection.project(Coordinate(latitude: box.minLatitude, longitude: box.minLongitude))
         let high = projection.project(
             Coordinate(latitude: box.maxLatitude, longitude: box.maxLongitude))

@@ -115,10 +115,10 @@ public struct Ranker: Sendable {
     ///   client asking for 0 or 1000 places has a bug worth seeing.
     /// - Returns: a ranking with generation 0 (publish it with `RankingHistory`). Nothing near is an
     ///   empty list with `noneLikelihood` 1, not an error.
-    public func rank<Candidates: Sequence<Place>>(
+    public func rank<Candidates: Sequence>(
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:],
         limit: Int = defaultLimit
-    ) throws(RankingError) -> Ranking {
+    ) throws(RankingError) -> Ranking where Candidates.Element: RankingCandidate {
         try Self.validate(fix: fix, limit: limit)
         var scored = spatialLikelihoods(fix: fix, candidates: candidates, selectionCounts: selectionCounts)
         return finish(fix: fix, &scored, limit: limit)
@@ -151,10 +151,10 @@ public struct Ranker: Sendable {
     /// to 1, and the result is deterministic.
     ///
     /// - Parameter now: wall-clock seconds since the Unix epoch, the time the picks' ages are taken at.
-    public func rank<Candidates: Sequence<Place>>(
+    public func rank<Candidates: Sequence>(
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:], picks: PickMemory, now: Double,
         limit: Int = defaultLimit
-    ) throws(RankingError) -> Ranking {
+    ) throws(RankingError) -> Ranking where Candidates.Element: RankingCandidate {
         try Self.validate(fix: fix, limit: limit)
         var scored = spatialLikelihoods(fix: fix, candidates: candidates, selectionCounts: selectionCounts)
         let evidence = learn(from: picks, fix: fix, now: now, &scored)
@@ -165,16 +165,16 @@ public struct Ranker: Sendable {
 
     /// The candidates within R with their spatial likelihoods (the last element: "none of these"),
     /// in a canonical order so no sum depends on the order the candidates came in.
-    private func spatialLikelihoods<Candidates: Sequence<Place>>(
+    private func spatialLikelihoods<Candidates: Sequence>(
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int]
-    ) -> Scored.List {
+    ) -> Scored<Candidates.Element>.List where Candidates.Element: RankingCandidate {
         let sigma = model.sigma(accuracy: fix.accuracy)
         let variance = sigma * sigma
         let radius = model.searchRadius(accuracy: fix.accuracy)
         let projection = LocalProjection(origin: fix.coordinate)
         let beta = model.selectionExponent
 
-        var scored: [Scored] = []
+        var scored: [Scored<Candidates.Element>] = []
         for place in candidates {
             // Cheap bound first: most candidates of a radius query are outside R, and an outline is long.
             guard place.lowerBoundDistance(from: projection) <= radius else { continue }
@@ -188,15 +188,19 @@ public struct Ranker: Sendable {
                 weight *= pow(1 + Double(count), beta)
             }
             let density = exp(-distance * distance / (2 * s2)) / (2 * .pi * s2)
-            scored.append(Scored(place: place, distance: distance, extent: extent, score: weight * density))
+            scored.append(Scored(candidate: place, distance: distance, extent: extent, score: weight * density))
         }
 
         // A canonical order before summing, so the total (and so every likelihood) does not depend on the
         // order the candidates arrived in; it also brings a place listed twice next to itself.
-        scored.sort { $0.score != $1.score ? $0.score > $1.score : $0.place.id < $1.place.id }
-        var unique: [Scored] = []
+        scored.sort { $0.score != $1.score ? $0.score > $1.score : $0.candidate.id < $1.candidate.id }
+        var unique: [Scored<Candidates.Element>] = []
         unique.reserveCapacity(scored.count)
-        for s in scored where unique.last?.place.id != s.place.id { unique.append(s) }
+        // A place listed twice scores the same twice: ids are compared only where scores tie.
+        for s in scored
+        where !(unique.last.map { $0.score == s.score && $0.candidate.id == s.candidate.id } ?? false) {
+            unique.append(s)
+        }
 
         let none = model.noneWeight(speed: fix.speed) / (.pi * radius * radius)
         var total = none
@@ -207,7 +211,9 @@ public struct Ranker: Sendable {
 
     /// Applies the picks near the fix to the spatial likelihoods; returns Σ n, the picks' total weight
     /// (0: nothing changed).
-    private func learn(from picks: PickMemory, fix: Fix, now: Double, _ scored: inout Scored.List) -> Double {
+    private func learn<Candidate: RankingCandidate>(
+        from picks: PickMemory, fix: Fix, now: Double, _ scored: inout Scored<Candidate>.List
+    ) -> Double {
         guard !picks.isEmpty else { return 0 }
         let sigma = model.sigma(accuracy: fix.accuracy)
         let settings = picks.settings
@@ -219,7 +225,7 @@ public struct Ranker: Sendable {
         func candidate(_ place: Int32) -> Int {
             if let known = candidateOfPlace.first(where: { $0.place == place }) { return known.candidate }
             let id = picks.placeID(place)
-            let found = scored.places.firstIndex { $0.place.id == id } ?? -1
+            let found = scored.places.firstIndex { $0.candidate.hasID(id) } ?? -1
             candidateOfPlace.append((place, found))
             return found
         }
@@ -279,16 +285,18 @@ public struct Ranker: Sendable {
     }
 
     /// Orders, cuts to `limit` and wraps up.
-    private func finish(fix: Fix, _ scored: inout Scored.List, limit: Int) -> Ranking {
+    private func finish<Candidate: RankingCandidate>(fix: Fix, _ scored: inout Scored<Candidate>.List, limit: Int)
+        -> Ranking
+    {
         scored.places.sort {
             if $0.likelihood != $1.likelihood { return $0.likelihood > $1.likelihood }
             if $0.distance != $1.distance { return $0.distance < $1.distance }
-            return $0.place.id < $1.place.id
+            return $0.candidate.id < $1.candidate.id
         }
         return Ranking(
             fix: fix,
             places: scored.places.prefix(limit).map {
-                RankedPlace(place: $0.place, distance: $0.distance, likelihood: $0.likelihood)
+                RankedPlace(place: $0.candidate.place, distance: $0.distance, likelihood: $0.likelihood)
             },
             noneLikelihood: scored.none,
             radius: scored.radius)
@@ -307,8 +315,8 @@ public struct Ranker: Sendable {
         if let speed = fix.speed, !(speed.isFinite && speed >= 0) { throw .invalidSpeed(speed) }
     }
 
-    private struct Scored {
-        var place: Place
+    private struct Scored<Candidate: RankingCandidate> {
+        var candidate: Candidate
         var distance: Double
         /// r_i, metres.
         var extent: Double
@@ -317,10 +325,31 @@ public struct Ranker: Sendable {
         var likelihood = 0.0
 
         struct List {
-            var places: [Scored]
+            var places: [Scored<Candidate>]
             /// Likelihood of "none of these".
             var none: Double
             var radius: Double
         }
     }
+}
+
+/// What the ranker reads of a candidate: a `Place`, or a view of one that builds its strings only when
+/// asked (a mapped places file's candidates: of the hundreds within reach only the ranked few become
+/// `Place`s, and an id is read only where two scores tie).
+public protocol RankingCandidate {
+    var kind: String { get }
+    /// Square metres; 0 for a point.
+    var area: Double { get }
+    /// Never more than `footprintDistance`; cheap.
+    func lowerBoundDistance(from projection: LocalProjection) -> Double
+    func footprintDistance(from projection: LocalProjection) -> Double
+    var id: String { get }
+    func hasID(_ id: String) -> Bool
+    /// The whole place, for a ranking's list.
+    var place: Place { get }
+}
+
+extension Place: RankingCandidate {
+    public var place: Place { self }
+    public func hasID(_ other: String) -> Bool { id == other }
 }

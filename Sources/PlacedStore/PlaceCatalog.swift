@@ -56,9 +56,29 @@ public final class PlaceCatalog {
     /// The one way places are ranked, for moves, visits, what-if queries and the benchmarks alike:
     /// the candidates within the fix's search radius, the spatial model, then the picks made near the
     /// fix (`now`: wall-clock seconds, for the picks' age).
+    ///
+    /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
     public func rank(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws -> Ranking {
-        let candidates = try candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate)
-        return try ranker.rank(fix: fix, candidates: candidates, picks: picks, now: now, limit: limit)
+        let radius = ranker.searchRadius(for: fix)
+        let database = placeSet.database
+        placeSet.index.within(radius, of: fix.coordinate, into: &neighbours)
+        var found: [MappedCandidate] = []
+        found.reserveCapacity(neighbours.count)
+        let areas = placeSet.areas
+        func add(_ number: Int) throws(PlaceDatabaseError) {
+            guard number >= 0, number < count, let candidate = MappedCandidate(database, number: number) else {
+                throw .corrupt(path: path, detail: "place \(number) does not decode")
+            }
+            found.append(candidate)
+        }
+        for neighbour in neighbours where areas[neighbour.index] == 0 { try add(neighbour.index) }
+        placeSet.areaIndex.members(within: radius, of: fix.coordinate, into: &areaMembers, scratch: &neighbours)
+        for member in areaMembers { try add(Int(member)) }
+        let ranking = try withExtendedLifetime(database) {
+            try ranker.rank(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
+        }
+        if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
+        return ranking
     }
 
     public func contains(id: String) -> Bool {
@@ -99,5 +119,86 @@ public struct FileIdentity: Equatable, Sendable {
         inode = UInt64(status.st_ino)
         size = Int64(status.st_size)
         modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
+    }
+}
+
+/// A candidate read in place from the mapped pack for the ranker: its point, kind, area, box and
+/// outline are where the file has them, and its strings are built only when the ranker asks (an id on
+/// a tie, the whole `Place` for the few it lists). Valid while the catalog that made it is.
+struct MappedCandidate: RankingCandidate {
+    unowned(unsafe) let database: PlaceDatabase
+    let number: Int
+    let kind: String
+    let area: Double
+    let coordinate: Coordinate
+    let bounds: BoundingBox?
+    /// (latitude, longitude) float64 pairs; empty for none.
+    let outline: UnsafeRawBufferPointer
+    let idBytes: UnsafeRawBufferPointer
+
+    /// Nil when the record does not decode.
+    init?(_ database: PlaceDatabase, number: Int) {
+        let pack = database.pack
+        let starts = pack[.recordStarts]
+        let records = pack[.records]
+        let from = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
+        let to = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number + 4, as: UInt32.self)))
+        guard from <= to, to <= records.count else { return nil }
+        var reader = RecordReader(UnsafeRawBufferPointer(rebasing: records[from..<to]))
+        guard let flags = reader.byte(), reader.byte() != nil, let id = reader.span(), reader.span() != nil else {
+            return nil
+        }
+        if flags & PlacePack.RecordFlag.address != 0 { guard reader.span() != nil else { return nil } }
+        if flags & PlacePack.RecordFlag.names != 0 { guard reader.span() != nil else { return nil } }
+        var area = 0.0
+        if flags & PlacePack.RecordFlag.area != 0 {
+            guard let stored = reader.double() else { return nil }
+            area = stored
+        }
+        var bounds: BoundingBox?
+        if flags & PlacePack.RecordFlag.bounds != 0 {
+            guard let minLatitude = reader.double(), let minLongitude = reader.double(),
+                let maxLatitude = reader.double(), let maxLongitude = reader.double()
+            else { return nil }
+            bounds = BoundingBox(
+                minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude,
+                maxLongitude: maxLongitude)
+        }
+        var outline = UnsafeRawBufferPointer(start: nil, count: 0)
+        if flags & PlacePack.RecordFlag.outline != 0 {
+            guard let count = reader.varint(), count <= (reader.bytes.count - reader.position) / 16 else { return nil }
+            outline = UnsafeRawBufferPointer(rebasing: reader.bytes[reader.position..<reader.position + 16 * count])
+        }
+        let code = Int(UInt32(littleEndian: pack[.kind].loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
+        self.database = database
+        self.number = number
+        kind = code < database.kinds.count ? database.kinds[code] : ""
+        self.area = area
+        coordinate = database.index.entry(atPosition: number).coordinate
+        self.bounds = bounds
+        self.outline = outline
+        idBytes = id
+    }
+
+    func lowerBoundDistance(from projection: LocalProjection) -> Double {
+        if area > 0, let bounds { return Footprint.distanceFromOrigin(to: bounds, in: projection) }
+        return projection.distance(to: coordinate)
+    }
+
+    /// As `Place.footprintDistance`, from the stored outline.
+    func footprintDistance(from projection: LocalProjection) -> Double {
+        if area > 0, outline.count >= 4 * 16 {
+            return Footprint.distanceFromOrigin(toStoredRing: outline, in: projection)
+        }
+        if area > 0, let bounds { return Footprint.distanceFromOrigin(to: bounds, in: projection) }
+        return projection.distance(to: coordinate)
+    }
+
+    var id: String { String(decoding: idBytes, as: UTF8.self) }
+
+    func hasID(_ other: String) -> Bool { idBytes.elementsEqual(other.utf8) }
+
+    var place: Place {
+        (try? database.place(at: number)) ?? Place(id: id, name: "", kind: kind, coordinate: coordinate, area: area)
     }
 }

@@ -297,6 +297,13 @@ struct RecordReader {
         return nil
     }
 
+    /// A length-prefixed run of bytes, in place.
+    mutating func span() -> UnsafeRawBufferPointer? {
+        guard let length = varint(), length <= bytes.count - position else { return nil }
+        defer { position += length }
+        return UnsafeRawBufferPointer(rebasing: bytes[position..<position + length])
+    }
+
     mutating func text() -> String? {
         guard let length = varint(), length <= bytes.count - position else { return nil }
         defer { position += length }
