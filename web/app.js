@@ -25,8 +25,12 @@
     street: { color: "#ffffff", weight: 6 },
   };
 
-  const map = L.map("map", { preferCanvas: true, zoomControl: true, attributionControl: true })
-    .setView([60.1699, 24.9384], 17);
+  const map = L.map("map", { zoomControl: true, attributionControl: true }).setView([60.1699, 24.9384], 17);
+  // The map layer can be thousands of shapes: one canvas. The few things on top stay SVG elements.
+  const mapRenderer = L.canvas({ padding: 0.5 });
+  const showZoom = () => { map.getContainer().dataset.zoom = String(map.getZoom()); };
+  map.on("zoomend", showZoom);
+  showZoom();
   map.attributionControl.setPrefix("Leaflet");
   map.attributionControl.addAttribution("© OpenStreetMap contributors");
 
@@ -59,9 +63,10 @@
     return (percent >= 10 ? Math.round(percent) : percent.toFixed(1)) + " %";
   }
 
+  // "amenity=cafe" is a cafe; "building=yes" a building.
   function formatKind(kind) {
-    const value = kind.includes("=") ? kind.slice(kind.indexOf("=") + 1) : kind;
-    return value.replace(/_/g, " ");
+    const [key, value] = kind.includes("=") ? kind.split("=", 2) : [kind, ""];
+    return (value && value !== "yes" ? value : key).replace(/_/g, " ");
   }
 
   function element(tag, className, text) {
@@ -145,7 +150,7 @@
     placeDots.clearLayers();
     for (const place of places) {
       L.circleMarker([place.latitude, place.longitude], {
-        radius: 7, color: "#1f6feb", weight: 2, fillColor: "#fff", fillOpacity: 1,
+        radius: 7, color: "#1f6feb", weight: 2, fillColor: "#fff", fillOpacity: 1, className: "likely-place",
       }).bindTooltip(place.name).addTo(placeDots);
     }
   }
@@ -157,9 +162,13 @@
     // Accuracy is the 95 % radius in metres, as placed and gpsd state it.
     const radius = location.accuracy || 0;
     if (!accuracyCircle) {
-      accuracyCircle = L.circle(here, { radius, color: "#1f6feb", weight: 1, fillOpacity: 0.12 }).addTo(map);
-      positionDot = L.circleMarker(here, { radius: 8, color: "#fff", weight: 3, fillColor: "#1f6feb", fillOpacity: 1 })
-        .addTo(map);
+      accuracyCircle = L.circle(here, {
+        radius, color: "#1f6feb", weight: 1, fillOpacity: 0.12, className: "accuracy", interactive: false,
+      }).addTo(map);
+      positionDot = L.circleMarker(here, {
+        radius: 8, color: "#fff", weight: 3, fillColor: "#1f6feb", fillOpacity: 1, className: "position",
+        interactive: false,
+      }).addTo(map);
       map.setView(here, 17);
     } else {
       accuracyCircle.setLatLng(here).setRadius(radius);
@@ -185,7 +194,7 @@
     content.append(element("div", "popup-name", place.name));
     if (place.address) content.append(element("div", "popup-address", place.address));
     markerLayer = L.marker([place.latitude, place.longitude], { title: place.name, alt: place.name })
-      .bindPopup(content, { autoClose: false, closeOnClick: false, autoPan: false })
+      .bindPopup(content, { autoClose: false, closeOnClick: false, closeButton: false, autoPan: false })
       .addTo(map);
     markerLayer.openPopup();
     document.getElementById("selected-name").textContent = place.name;
@@ -241,6 +250,7 @@
       KIND_ORDER.indexOf(a.properties.kind) - KIND_ORDER.indexOf(b.properties.kind));
     if (mapLayer) mapLayer.remove();
     mapLayer = L.geoJSON(ordered, {
+      renderer: mapRenderer,
       interactive: false,
       style: (feature) => KIND_STYLE[feature.properties.kind] || { color: "#999", weight: 1 },
     }).addTo(map);

@@ -1,3 +1,4 @@
+import CSystemd
 import PlacedJSON
 import PlacedSystem
 import PlacedVarlink
