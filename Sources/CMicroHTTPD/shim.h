@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
-/* MHD_start_daemon and MHD_get_daemon_info are variadic, which Swift cannot call. These pass the
+/* MHD_start_daemon, MHD_get_daemon_info and MHD_get_connection_info are variadic, which Swift cannot call. These pass the
  * options placed-web uses, each with the exact C type the variadic list expects. */
 
 /* A daemon in external polling mode (no thread of its own) with epoll, serving on a listening socket
@@ -29,6 +29,12 @@ static inline struct MHD_Daemon *placed_mhd_start(
 static inline int placed_mhd_epoll_fd(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
     return info ? info->epoll_fd : -1;
+}
+
+/* The socket of a connection, to watch a suspended event stream for its page hanging up. */
+static inline int placed_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
 }
 
 #endif

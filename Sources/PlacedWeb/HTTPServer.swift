@@ -82,8 +82,11 @@ public final class EventStream {
     private var sent = 0
     fileprivate var connection: OpaquePointer?
     fileprivate var wakeServer: (() -> Void)?
+    /// Watches the socket for the page hanging up: libmicrohttpd does not while the stream is suspended.
+    fileprivate var hangUpWatch: EventSource?
     private var suspended = false
     private var ending = false
+    private var abandoned = false
     private(set) public var isClosed = false
     /// Runs once when the connection is gone (the page left, or `end`).
     public var onClose: (() -> Void)?
@@ -117,8 +120,17 @@ public final class EventStream {
         wakeServer?()
     }
 
+    /// The page hung up: the connection goes now, not at the next write.
+    fileprivate func peerLeft() {
+        hangUpWatch?.cancel()
+        hangUpWatch = nil
+        abandoned = true
+        wake()
+    }
+
     /// libmicrohttpd asks for the next bytes.
     fileprivate func read(into destination: UnsafeMutablePointer<CChar>, maximum: Int) -> Int {
+        if abandoned { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
         let available = buffer.count - sent
         if available == 0 {
             if ending { return Int(MHD_CONTENT_READER_END_OF_STREAM) }
@@ -139,6 +151,8 @@ public final class EventStream {
     fileprivate func closed() {
         guard !isClosed else { return }
         isClosed = true
+        hangUpWatch?.cancel()
+        hangUpWatch = nil
         connection = nil
         buffer = []
         onClose?()
@@ -186,6 +200,7 @@ public final class HTTPServer {
     public typealias Handler = (HTTPRequest, HTTPResponder) -> Void
 
     public let maximumBodySize: Int
+    private let loop: EventLoop
     private var daemon: OpaquePointer?
     private var readable: EventSource?
     private var timer: EventSource?
@@ -206,6 +221,7 @@ public final class HTTPServer {
         handler: @escaping Handler
     ) throws(SystemError) {
         self.maximumBodySize = maximumBodySize
+        self.loop = loop
         self.handler = handler
         self.commonHeaders = commonHeaders
         try UnixSocket.setNonBlocking(listeningSocket)
@@ -269,6 +285,10 @@ public final class HTTPServer {
     /// Lets libmicrohttpd do what is ready, then waits for its next timeout (if any).
     private func run() {
         guard let daemon else { return }
+        MHD_run(daemon)
+        // A second pass: libmicrohttpd puts its listening socket back into its epoll set (after the
+        // connection limit took it out) only at the start of a run, and connections that closed in
+        // this run would otherwise leave nothing to wake us for it.
         MHD_run(daemon)
         var milliseconds: UInt64 = 0
         if MHD_get_timeout(daemon, &milliseconds) == MHD_Result.YES {
@@ -398,6 +418,14 @@ public final class HTTPServer {
                 HTTPHeader("Content-Type", "text/event-stream"), HTTPHeader("Cache-Control", "no-store"),
                 HTTPHeader("X-Accel-Buffering", "no"),
             ] + headers, to: made)
+        let socket = placed_mhd_connection_fd(exchange.connection)
+        if socket >= 0 {
+            // The page sends nothing after its request: the only event is its hanging up (EPOLLRDHUP,
+            // which Glibc's module does not export).
+            stream.hangUpWatch = try? loop.onIO(fd: socket, events: IOEvents(rawValue: 0x2000)) {
+                [weak stream] _ in stream?.peerLeft()
+            }
+        }
         return MHD_queue_response(exchange.connection, 200, made)
     }
 

@@ -55,10 +55,10 @@ do {
     Log.info("serving http://\(address)/ for placed at \(options.socketPath)")
     ServiceNotifier.ready(status: "serving http://\(address)/")
     try loop.enableWatchdog()
-    try loop.run()
+    // The signal sources must outlive the loop: a release build would drop them after their last use.
+    try withExtendedLifetime(signals) { () throws(SystemError) in _ = try loop.run() }
     ServiceNotifier.stopping()
     gateway.stop()
-    _ = signals
 } catch {
     fail("\(error)")
 }
