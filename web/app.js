@@ -145,6 +145,10 @@
       return item;
     }));
     list.dataset.generation = String(state.generation);
+    // User Timing: how long from navigation to the first list (bench/kiosk.py reads it).
+    if (places.length && !performance.getEntriesByName("placed-first-list").length) {
+      performance.mark("placed-first-list");
+    }
     empty.hidden = places.length > 0 || !state.location;
 
     placeDots.clearLayers();
