@@ -40,6 +40,11 @@ def main():
         move_to_dom(placed_bin, web_bin, tmp)
 
 
+def anon_mb(pid):
+    with open("/proc/%d/status" % pid) as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:")) / 1024
+
+
 def first_list(placed_bin, web_bin, tmp, loads):
     placed = Placed(placed_bin, "--bus", "none", "--db", tmp / "places.db", "--socket", tmp / "sock",
                     "--selections", tmp / "sel.db", "--static", HELSINKI_CENTER)
@@ -50,6 +55,7 @@ def first_list(placed_bin, web_bin, tmp, loads):
         web.wait_for("following placed")
         time.sleep(1)
         idle = rss_mb(web.proc.pid)
+        anonymous = anon_mb(web.proc.pid)
         browser = kiosk.chromium(800, 480, user_data_dir=tmp / "chromium")
         times = []
         for _ in range(loads):
@@ -60,7 +66,8 @@ def first_list(placed_bin, web_bin, tmp, loads):
         following = rss_mb(web.proc.pid)
         print("kiosk first list: first load %.0f ms, p50 %.0f ms, p95 %.0f ms over %d loads"
               % (times[0], percentile(times, 50), percentile(times, 95), len(times)))
-        print("placed-web idle RSS: %.1f MB (with a page following: %.1f MB)" % (idle, following))
+        print("placed-web idle RSS: %.1f MB, %.1f MB of it its own (RssAnon; the rest shared library pages: "
+              "libsystemd, libmicrohttpd with GnuTLS) (with a page following: %.1f MB)" % (idle, anonymous, following))
     finally:
         if browser:
             browser.quit()
