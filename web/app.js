@@ -206,11 +206,12 @@
   }
 
   function renderVisit() {
+    // placed's Visit: the place so far, else the most likely place when the visit started.
     const visit = state.visit;
-    const place = visit && (visit.place || visit);
+    const place = visit && (visit.place || (visit.places && visit.places[0]));
     visitLine.hidden = !(place && place.name);
     if (place && place.name) {
-      const since = visit.arrival || visit.since || visit.start;
+      const since = visit.started;
       visitLine.textContent = "Visiting " + place.name +
         (since ? " since " + new Date(since).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "");
     }

@@ -18,7 +18,7 @@ public struct KioskState: Equatable, Sendable {
     public var location: JSON?
     public var places: [JSON] = []
     public var marker: JSON?
-    /// The place the device is visiting, when placed reports one (`visit` in Watch replies).
+    /// The visit under way, when placed reports one (`visit` in Watch replies: its start, its end).
     public var visit: JSON?
 
     public init() {}
@@ -36,7 +36,10 @@ public struct KioskState: Equatable, Sendable {
         if let location = parameters["location"], location.object != nil { self.location = location }
         if let places = parameters["places"]?.array { self.places = places }
         if let marker = parameters["marker"] { self.marker = marker.isNull ? nil : marker }
-        if let visit = parameters["visit"] { self.visit = visit.isNull ? nil : visit }
+        // A visit is announced when it starts and when it ends (with `ended`); rankings between say nothing of it.
+        if let visit = parameters["visit"] {
+            self.visit = visit.isNull || !(visit["ended"]?.isNull ?? true) ? nil : visit
+        }
     }
 
     /// placed went away: the last ranking stays on screen, marked as unreachable.

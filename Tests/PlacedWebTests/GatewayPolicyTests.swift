@@ -117,8 +117,14 @@ import Testing
         // A visit, then its end.
         state.apply(watchReply: ["generation": 3, "stale": true, "visit": ["place": Self.place]], first: false)
         #expect(state.snapshot["visit"]?["place"] == Self.place)
-        state.apply(watchReply: ["generation": 3, "stale": true, "visit": .null], first: false)
-        #expect(state.snapshot["visit"] == nil)
+        state.apply(watchReply: ["generation": 4, "stale": false, "places": [Self.place]], first: false)
+        #expect(state.snapshot["visit"]?["place"] == Self.place, "a ranking during the visit keeps it")
+        state.apply(
+            watchReply: [
+                "generation": 4, "stale": false, "visit": ["place": Self.place, "ended": "2026-12-01T10:00:00Z"],
+            ],
+            first: false)
+        #expect(state.snapshot["visit"] == nil, "an ended visit is over")
         // A new Watch (placed restarted) starts from scratch.
         state.apply(watchReply: ["generation": 1, "stale": false, "places": []], first: true)
         #expect(state.marker == nil && state.location == nil && state.generation == 1)

@@ -17,7 +17,8 @@ enum InterfaceDescriptions {
           attribution: string
         )
 
-        # Where the device is, as placed last heard.
+        # Where the device is, as placed last heard. accuracy: the radius in metres that holds 95 % of
+        # fixes, as gpsd's eph and the W3C Geolocation API state it (every accuracy here is).
         type Location (
           latitude: float,
           longitude: float,
@@ -30,13 +31,35 @@ enum InterfaceDescriptions {
           age: ?float
         )
 
-        # A selection: the place picked, where the device was, when, in which ranking.
+        # A selection: the place picked, where the device was, when, in which ranking; automatic when
+        # AutoSelect= made it at a visit, not a person.
         type Marker (
           place: Place,
           location: Location,
           time: string,
           generation: int,
-          selection: int
+          selection: int,
+          automatic: bool
+        )
+
+        # A stay: the device within DwellRadius= of the visit's centre for DwellTime= at walking speed.
+        # latitude, longitude, accuracy (95 % radius, metres): averaged over its fixes. Started: places is
+        # the ranking at that averaged position (generation). Ended: ended, duration, and place (selected
+        # during the visit, else the top one) with the selection made during it, if any.
+        type Visit (
+          id: int,
+          started: string,
+          ended: ?string,
+          duration: float,
+          latitude: float,
+          longitude: float,
+          accuracy: float,
+          fixes: int,
+          generation: ?int,
+          places: ?[]Place,
+          place: ?Place,
+          selection: ?int,
+          automatic: ?bool
         )
 
         # A thing drawn on the map around a position, as a GeoJSON Feature (RFC 7946): type is "Feature",
@@ -59,10 +82,11 @@ enum InterfaceDescriptions {
         # polygon's outer ring first, then its holes.
         type MapGeometry (type: string, coordinates: object)
 
-        # The latest ranking.
-        method Current(limit: ?int) -> (generation: int, stale: bool, location: ?Location, places: []Place)
+        # The latest ranking, and the open visit.
+        method Current(limit: ?int) -> (generation: int, stale: bool, location: ?Location, places: []Place, visit: ?Visit)
 
-        # Ranks the places around a position without changing any state (a what-if query).
+        # Ranks the places around a position without changing any state (a what-if query); accuracy: the
+        # 95 % radius in metres (absent: placed's default).
         method Rank(latitude: float, longitude: float, accuracy: ?float, limit: ?int) -> (places: []Place)
 
         # Records that the device is at the place with this id from a recent ranking, durably.
@@ -83,7 +107,8 @@ enum InterfaceDescriptions {
           stale: bool,
           places: int,
           distance_filter: float,
-          marker: ?Marker
+          marker: ?Marker,
+          visit: ?Visit
         )
 
         # The map layer around a position: the features whose bounding box comes within radius metres
@@ -92,8 +117,16 @@ enum InterfaceDescriptions {
         # ask again with a smaller radius. NoMapLayer when the places file was imported with --no-map.
         method Map(latitude: float, longitude: float, radius: float, language: ?string) -> (features: []MapFeature)
 
-        # With `more`: the current state first, then each ranking and marker as it happens.
-        method Watch() -> (generation: int, stale: bool, location: ?Location, places: ?[]Place, marker: ?Marker)
+        # With `more`: the current state first, then each ranking, marker and visit (its start and its end)
+        # as it happens.
+        method Watch() -> (
+          generation: int,
+          stale: bool,
+          location: ?Location,
+          places: ?[]Place,
+          marker: ?Marker,
+          visit: ?Visit
+        )
 
         error UnknownPlace (id: string)
         error NotInRanking (id: string)

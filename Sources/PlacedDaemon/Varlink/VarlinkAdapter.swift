@@ -71,7 +71,9 @@ final class VarlinkAdapter: DaemonSubscriber {
             case "Current":
                 try call.rejectUnknownParameters(allowing: ["limit"])
                 let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
-                try call.reply(rankingParameters(ranking, places: true))
+                var parameters = rankingParameters(ranking, places: true)
+                if let open = openVisit { parameters["visit"] = open }
+                try call.reply(parameters)
             case "Rank":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit"])
                 let places = try service.rank(
@@ -104,6 +106,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try call.requireMore()
                 var first = rankingParameters(try service.current(limit: nil, by: call.credentials), places: true)
                 if let marker = service.marker { first["marker"] = Record.marker(marker).json }
+                if let open = openVisit { first["visit"] = open }
                 try call.reply(first, continues: true)
             default:
                 throw VarlinkError.methodNotFound(call.method)
@@ -133,7 +136,13 @@ final class VarlinkAdapter: DaemonSubscriber {
         ]
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
         if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
+        if let open = openVisit { parameters["visit"] = open }
         return parameters
+    }
+
+    /// The open visit's record, with its place so far.
+    private var openVisit: JSON? {
+        service.openVisit.map { Record.visit($0.visit, clock: service.clock, place: $0.place).json }
     }
 
     private func parameters(of error: ServiceError) -> [String: JSON] {
@@ -163,6 +172,14 @@ final class VarlinkAdapter: DaemonSubscriber {
         case .sourceChanged:
             // Watchers learn when the ranking turns stale or fresh without a new generation.
             broadcast(rankingParameters(service.latestRanking, places: false))
+        case let .visitStarted(visit, ranking):
+            var parameters = rankingParameters(service.latestRanking, places: false)
+            parameters["visit"] = Record.visit(visit, clock: service.clock, ranking: ranking).json
+            broadcast(parameters)
+        case let .visitEnded(visit, place, selection):
+            var parameters = rankingParameters(service.latestRanking, places: false)
+            parameters["visit"] = Record.visit(visit, clock: service.clock, place: place, selection: selection).json
+            broadcast(parameters)
         case .located, .moved, .distanceFilterChanged:
             break
         }
