@@ -5,7 +5,8 @@ import time
 import pytest
 
 import kiosk
-from harness import GpsFake, Placed, PlacedService, bin_path, free_port, open_varlink
+from harness import GpsFake, Placed, bin_path, free_port, open_varlink
+from test_visits import spot  # noqa: F401 (a fixture: a place ranked first at its own position)
 
 SECOND = 1  # the list must follow a move within a second
 
@@ -157,3 +158,39 @@ def test_page_loads_without_errors_and_tolerates_a_missing_map(placed_bin, place
     finally:
         browser.quit()
         web.stop()
+
+
+def test_page_shows_a_visit_while_it_lasts(placed_bin, placed_web_bin, places_db, tmp_path, spot):
+    """A gpsfake drive that stops at a place for longer than DwellTime= (see test_visits): the page
+    says the device is visiting it, and no more once it has left."""
+    import shutil
+    import nmea
+    lat, lon, top = spot
+    approach = nmea.WGS84.Direct(lat, lon, 180, 150)
+    drive = tmp_path / "stop.nmea"
+    nmea.stop_and_go(drive, (approach["lat2"], approach["lon2"]), [("go", 30, 0, 5), ("stop", 350), ("go", 1100, 90, 3)])
+    conf = tmp_path / "placed.conf"
+    conf.write_text("[Visits]\nDwellTime=10\n")
+    shutil.copy(places_db, tmp_path / "places.db")
+    port = free_port()
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock",
+                    "--selections", tmp_path / "selections.db", "--gpsd", "localhost:%d" % port,
+                    "--gpsd-timeout", "5", "--config", conf)
+    web = kiosk.PlacedWeb(placed_web_bin, tmp_path / "sock")
+    browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
+    gps = None
+    try:
+        browser.get(web.url())
+        gps = GpsFake(drive, port)
+        line = kiosk.wait_until("the visit on the page", lambda: browser.execute_script(
+            "const v = document.getElementById('visit'); return !v.hidden && v.textContent"), timeout=60)
+        assert line.startswith("Visiting " + top["name"])
+        kiosk.wait_until("the visit's end", lambda: browser.execute_script(
+            "return document.getElementById('visit').hidden"), timeout=90)
+        assert kiosk.console_errors(browser) == []
+    finally:
+        browser.quit()
+        if gps:
+            gps.stop()
+        web.stop()
+        placed.stop()
