@@ -58,6 +58,7 @@ install-web: build
 	$(INSTALL) -Dm644 systemd/placed-web.service $(DESTDIR)$(UNITDIR)/placed-web.service
 	$(INSTALL) -Dm644 systemd/placed-web.socket $(DESTDIR)$(UNITDIR)/placed-web.socket
 	$(INSTALL) -Dm644 systemd/placed-web.sysusers.conf $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed-web.conf
+	$(INSTALL) -Dm644 man/placed-web.8 $(DESTDIR)$(MANDIR)/man8/placed-web.8
 	@echo "kiosk page installed; on a live system: systemd-sysusers; systemctl daemon-reload; systemctl enable --now placed-web.socket; open http://127.0.0.1:8080/"
 
 uninstall:
@@ -72,7 +73,7 @@ uninstall:
 	  $(DESTDIR)$(MANDIR)/man8/placed.8 $(DESTDIR)$(MANDIR)/man1/placectl.1 \
 	  $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf \
 	  $(DESTDIR)$(BINDIR)/placed-web $(DESTDIR)$(UNITDIR)/placed-web.service $(DESTDIR)$(UNITDIR)/placed-web.socket \
-	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed-web.conf $(addprefix $(DESTDIR)$(DATADIR)/placed/web/,$(WEB_FILES))
+	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed-web.conf $(DESTDIR)$(MANDIR)/man8/placed-web.8 $(addprefix $(DESTDIR)$(DATADIR)/placed/web/,$(WEB_FILES))
 	-rmdir $(DESTDIR)$(DATADIR)/placed/web
 
 test:
