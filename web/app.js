@@ -47,6 +47,12 @@
   let state = null;
   let gatewayDown = false;
 
+  // A larger screen, a zoom out or a pan may need more of the map layer.
+  map.on("moveend resize", () => {
+    const center = map.getCenter();
+    loadMapIfNeeded({ latitude: center.lat, longitude: center.lng });
+  });
+
   map.on("dragstart zoomstart", (event) => {
     if (event.originalEvent || event.type === "dragstart") lastPanByUser = Date.now();
   });
@@ -230,11 +236,12 @@
     return Math.max(300, Math.min(900, Math.round(diagonal * 0.75) || 500));
   }
 
+  // The map layer around `location` unless what is loaded already covers the view there.
   function loadMapIfNeeded(location) {
     if (mapPending) return;
-    if (mapCenter && metresBetween(mapCenter, location) < mapRadius * 0.4) return;
-    mapPending = true;
     const radius = wantedRadius();
+    if (mapCenter && metresBetween(mapCenter, location) + radius / 1.5 <= mapRadius) return;
+    mapPending = true;
     const query = "latitude=" + location.latitude.toFixed(6) + "&longitude=" + location.longitude.toFixed(6) +
       "&radius=" + radius + "&language=" + encodeURIComponent(navigator.language || "en");
     fetch("/map?" + query, { headers: { Accept: "application/json" } })
