@@ -199,6 +199,9 @@ def test_placed_itself_refuses_nobody_on_a_bus_without_the_policy(bus, placed):
 def test_a_reader_reads_and_hears_but_may_not_select(bus, placed):
     places = unwrap(call(bus, "GetPlaces", "u", 1, user=reader())["data"][1])
     assert places
+    # The localized forms are reading too (the policy lets readers call them).
+    assert unwrap(call(bus, "GetPlacesLocalized", "us", 1, "sv", user=reader())["data"][1])[0]["id"] == places[0]["id"]
+    assert unwrap(call(bus, "RankLocalized", "dddus", 60.1699, 24.9384, 10, 1, "sv", user=reader())["data"][0])
     location = unwrap(busctl(bus, "get-property", NAME, PATH, IFACE, "Location", user=reader())["data"])
     assert location["latitude"] == 60.1699
     assert gdbus_error(bus, "Select", places[0]["id"], user=reader()) == "org.freedesktop.DBus.Error.AccessDenied"

@@ -5,8 +5,8 @@ import PlacedCore
 #endif
 
 /// What the interfaces send, built once here so D-Bus (a{sv}) and varlink (JSON objects) carry the
-/// same keys: places `id, name, kind, address, latitude, longitude, distance, likelihood,
-/// attribution`; markers `place, location, time, generation, selection`. Unknown values are left out.
+/// same keys: places `id, name, kind, address, address_source, latitude, longitude, distance,
+/// likelihood, attribution`; markers `place, location, time, generation, selection`. Unknown values are left out.
 public struct Record: Equatable, Sendable {
     public indirect enum Value: Equatable, Sendable {
         case string(String)
@@ -32,11 +32,21 @@ public struct Record: Equatable, Sendable {
 }
 
 extension Record {
-    static func place(_ ranked: RankedPlace) -> Record {
+    /// A ranked place, named for a reader of `language` (nil: its `name` tag), with where its
+    /// address came from.
+    static func place(_ ranked: RankedPlace, language: String?) -> Record {
+        var r = recordedPlace(ranked, name: ranked.place.name(forLanguage: language))
+        r.set("address_source", .string(ranked.place.addressSource.rawValue))
+        return r
+    }
+
+    /// The keys a place has in rankings and markers alike. A marker's place keeps the name the log
+    /// recorded (its `name` tag) and has no `address_source`, which the log does not keep.
+    private static func recordedPlace(_ ranked: RankedPlace, name: String) -> Record {
         let place = ranked.place
         var r = Record()
         r.set("id", .string(place.id))
-        r.set("name", .string(place.name))
+        r.set("name", .string(name))
         r.set("kind", .string(place.kind))
         r.set("address", place.address.map(Value.string))
         r.set("latitude", .double(place.coordinate.latitude))
@@ -63,7 +73,7 @@ extension Record {
 
     static func marker(_ marker: Marker) -> Record {
         var r = Record()
-        r.set("place", .record(.place(marker.place)))
+        r.set("place", .record(.recordedPlace(marker.place, name: marker.place.place.name)))
         r.set("location", .record(.location(marker.location, now: nil)))
         r.set("time", .string(ISO8601.utc(marker.time, milliseconds: true)))
         r.set("generation", .uint(marker.generation))

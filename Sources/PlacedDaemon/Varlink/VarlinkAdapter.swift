@@ -2,6 +2,7 @@ import PlacedCore
 import PlacedJSON
 import PlacedSystem
 import PlacedVarlink
+import PlacedWire
 
 /// The `io.placed.Places` varlink interface on the daemon's Unix socket. Each method reads its
 /// parameters (wrong types are the client's InvalidParameter), calls the service's operation and
@@ -21,9 +22,10 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     init(service: PlacesService, loop: EventLoop, listener: Listener) throws {
         self.service = service
-        let configuration = VarlinkServer.Configuration(
+        var configuration = VarlinkServer.Configuration(
             vendor: "placed", product: "placed", version: placedVersion, url: "https://placed.invalid",
             errorInterface: Self.interfaceName)
+        configuration.maxQueuedBytes = Self.maxQueuedBytes
         switch listener {
         case .path(let path):
             // Anyone may connect, as to systemd's own varlink services: placed checks each peer's
@@ -63,23 +65,43 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     func close() { server.close() }
 
+    /// Each client's backlog of unsent replies, past which it is dropped. A Map reply must fit whole:
+    /// at most `Daemon.maximumMapFeatures` (5,000) features at about 240 bytes each (measured: 720 kB
+    /// for the 2,984 within 1000 m of Helsinki's centre, `placed-bench map`) is 1.2 MB, of which the
+    /// kernel's socket buffer takes about 200 kB at once. 2 MiB holds that with room to spare, so a
+    /// reader that reads at any pace gets its map; one that stops reading is still dropped, later
+    /// than the server's default 256 KiB (a few hundred rankings). Bounding the reply below the
+    /// queue instead would refuse a 1000 m map of a city centre. Only readers (root, placed,
+    /// placed-read) get a Map reply, so only they can make placed hold that much per connection.
+    static let maxQueuedBytes = 2 * 1024 * 1024
+
     // MARK: Methods
 
     private func handle(_ call: VarlinkCall) throws {
         do {
             switch call.member {
             case "Current":
-                try call.rejectUnknownParameters(allowing: ["limit"])
+                try call.rejectUnknownParameters(allowing: ["limit", "language"])
+                let language = try language(of: call)
                 let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
-                try call.reply(rankingParameters(ranking, places: true))
+                try call.reply(rankingParameters(ranking, places: true, language: language))
             case "Rank":
-                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit"])
+                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit", "language"])
+                let language = try language(of: call)
                 let places = try service.rank(
                     latitude: try call.required("latitude", \.double),
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                try call.reply(["places": .array(places.map { Record.place($0).json })])
+                try call.reply(["places": .array(places.map { Record.place($0, language: language).json })])
+            case "Map":
+                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
+                let language = try language(of: call)
+                let features = try service.map(
+                    latitude: try call.required("latitude", \.double),
+                    longitude: try call.required("longitude", \.double),
+                    radius: try call.required("radius", \.double), by: call.credentials)
+                try call.reply(["features": .array(features.map { $0.geoJSON(language: language) })])
             case "Select":
                 try call.rejectUnknownParameters(allowing: ["id"])
                 let marker = try service.select(id: try call.required("id", \.string), by: call.credentials)
@@ -100,9 +122,11 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try service.authorize(call.credentials, to: .read, "Status")
                 try call.reply(statusParameters())
             case "Watch":
-                try call.rejectUnknownParameters(allowing: [])
+                try call.rejectUnknownParameters(allowing: ["language"])
                 try call.requireMore()
-                var first = rankingParameters(try service.current(limit: nil, by: call.credentials), places: true)
+                let language = try language(of: call)
+                var first = rankingParameters(
+                    try service.current(limit: nil, by: call.credentials), places: true, language: language)
                 if let marker = service.marker { first["marker"] = Record.marker(marker).json }
                 try call.reply(first, continues: true)
             default:
@@ -113,13 +137,20 @@ final class VarlinkAdapter: DaemonSubscriber {
         }
     }
 
-    private func rankingParameters(_ ranking: Ranking?, places: Bool) -> [String: JSON] {
+    /// The language a call's names are given in: its `language`, else `Language=`.
+    private func language(of call: VarlinkCall) throws(VarlinkError) -> String? {
+        service.language(asked: try call.optional("language", \.string))
+    }
+
+    private func rankingParameters(_ ranking: Ranking?, places: Bool, language: String? = nil) -> [String: JSON] {
         var parameters: [String: JSON] = [
             "generation": .number(Double(ranking?.generation ?? 0)),
             "stale": .bool(ranking?.isStale ?? false),
         ]
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
-        if places { parameters["places"] = .array((ranking?.places ?? []).map { Record.place($0).json }) }
+        if places {
+            parameters["places"] = .array((ranking?.places ?? []).map { Record.place($0, language: language).json })
+        }
         return parameters
     }
 
@@ -146,7 +177,9 @@ final class VarlinkAdapter: DaemonSubscriber {
         case let .storeFailed(reason): ["reason": .string(reason)]
         case let .permissionDenied(operation, requirement):
             ["operation": .string(operation), "requirement": .string(requirement)]
-        case .noPlaces: [:]
+        case let .invalidRadius(radius, maximum): ["radius": .finite(radius), "maximum": .number(maximum)]
+        case let .tooManyFeatures(maximum): ["maximum": .number(Double(maximum))]
+        case .noPlaces, .noMapLayer: [:]
         }
     }
 
@@ -155,7 +188,7 @@ final class VarlinkAdapter: DaemonSubscriber {
     func handle(_ event: DaemonEvent, from service: PlacesService) {
         switch event {
         case .ranked(let ranking):
-            broadcast(rankingParameters(ranking, places: true))
+            broadcastRanking(ranking)
         case .markerPlaced(let marker):
             var parameters = rankingParameters(service.latestRanking, places: false)
             parameters["marker"] = Record.marker(marker).json
@@ -170,6 +203,21 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     private func broadcast(_ parameters: [String: JSON]) {
         _ = try? server.broadcast(parameters, toStreamsOf: Self.watch)
+    }
+
+    /// A ranking goes to each watcher with the names in its language: its Watch's own, else
+    /// `Language=` as it is now. Watchers are grouped by the name keys their language tries
+    /// ("sv_FI.UTF-8" and "sv-fi" alike), and each group's message is encoded once.
+    private func broadcastRanking(_ ranking: Ranking) {
+        var groups: [[String]: (language: String?, streams: [VarlinkCall])] = [:]
+        for stream in server.openStreams(of: Self.watch) {
+            let language = service.language(asked: stream.parameters["language"]?.string)
+            let key = language.map(LocalizedName.candidates) ?? []
+            groups[key, default: (language, [])].streams.append(stream)
+        }
+        for (language, streams) in groups.values {
+            _ = try? server.broadcast(rankingParameters(ranking, places: true, language: language), to: streams)
+        }
     }
 }
 
