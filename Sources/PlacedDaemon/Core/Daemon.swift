@@ -227,8 +227,8 @@ public final class Daemon: PlacesService, LocationSink {
 
     /// Metres around the centre a Map call may ask for: a map of a street or a square, not a city.
     public static let maximumMapRadius = 1000.0
-    /// Features one Map reply carries at most: the 2,984 within 1000 m of Helsinki's centre fit (a
-    /// reply of 720 kB); a denser centre asks for a smaller radius.
+    /// Features one Map reply carries at most: the 2,923 within 1000 m of Helsinki's centre fit (a
+    /// reply of 706 kB); a denser centre asks for a smaller radius.
     public static let maximumMapFeatures = 5000
 
     public func map(latitude: Double, longitude: Double, radius: Double, by caller: Credentials)

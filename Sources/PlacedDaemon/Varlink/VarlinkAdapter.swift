@@ -66,13 +66,15 @@ final class VarlinkAdapter: DaemonSubscriber {
     func close() { server.close() }
 
     /// Each client's backlog of unsent replies, past which it is dropped. A Map reply must fit whole:
-    /// at most `Daemon.maximumMapFeatures` (5,000) features at about 240 bytes each (measured: 720 kB
-    /// for the 2,984 within 1000 m of Helsinki's centre, `placed-bench map`) is 1.2 MB, of which the
-    /// kernel's socket buffer takes about 200 kB at once. 2 MiB holds that with room to spare, so a
-    /// reader that reads at any pace gets its map; one that stops reading is still dropped, later
-    /// than the server's default 256 KiB (a few hundred rankings). Bounding the reply below the
-    /// queue instead would refuse a 1000 m map of a city centre. Only readers (root, placed,
-    /// placed-read) get a Map reply, so only they can make placed hold that much per connection.
+    /// the 2,923 features within 1000 m of Helsinki's centre are 706 kB (242 B each; the bundled
+    /// extract's whole layer, 3,082 features, 742 kB), so the 5,000 `Daemon.maximumMapFeatures` lets
+    /// through come to about 1.2 MB, of which the kernel's socket buffer takes about 200 kB at once.
+    /// 2 MiB holds that with room to spare, so a reader that reads at any pace gets its map; one that
+    /// stops reading is still dropped, later than the server's default 256 KiB (a few hundred
+    /// rankings). Bounding the reply to what the default queue holds instead would refuse a 1000 m
+    /// map of a city centre. Only readers (root, placed, placed-read) get a Map reply, so only they can make placed
+    /// hold that much per connection. (Tests/integration/test_varlink.py: the largest reply reaches a
+    /// slow reader.)
     static let maxQueuedBytes = 2 * 1024 * 1024
 
     // MARK: Methods
