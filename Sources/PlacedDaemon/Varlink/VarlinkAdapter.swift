@@ -76,9 +76,10 @@ final class VarlinkAdapter: DaemonSubscriber {
     /// 2 MiB holds that with room to spare, so a reader that reads at any pace gets its map; one that
     /// stops reading is still dropped, later than the server's default 256 KiB (a few hundred
     /// rankings). Bounding the reply to what the default queue holds instead would refuse a 1000 m
-    /// map of a city centre. Only readers (root, placed, placed-read) get a Map reply, so only they can make placed
-    /// hold that much per connection. (Tests/integration/test_varlink.py: the largest reply reaches a
-    /// slow reader.)
+    /// map of a city centre. Only readers (root, placed, placed-read) get a Map reply, so only they
+    /// can make placed hold that much per connection; stalled watchers queue broadcasts, whose bytes
+    /// all watchers share, so a thousand of them still hold about one queue's worth in all.
+    /// (Tests/integration/test_varlink.py: the largest reply reaches a slow reader.)
     static let maxQueuedBytes = 2 * 1024 * 1024
 
     /// A large Map reply builds megabytes of short-lived values (2,923 features: resident size
