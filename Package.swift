@@ -23,6 +23,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // JSON values for the wire formats (varlink, fleet payloads). No C, no I/O.
         .target(name: "PlacedJSON", swiftSettings: lean),
@@ -43,6 +44,11 @@ let package = Package(
         .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
         // gpsd client over libgps: a LocationSource.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
+        // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.
+        .target(
+            name: "PlacedFleet",
+            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "CMosquitto", "CSystemd"],
+            swiftSettings: lean),
         // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal).
         .target(
             name: "PlacedDaemon",
@@ -69,9 +75,14 @@ let package = Package(
             name: "placed-bench",
             dependencies: [
                 "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedOSM", "PlacedStore", "PlacedTestSupport",
-                "PlacectlKit",
-                "CSQLite",
+                "PlacectlKit", "PlacedFleet", "PlacedSystem", "CSQLite",
             ]),
+        // Test-only: drives PlacedFleet in its own process, for the tests that kill it or put it in a
+        // network namespace (Tests/integration/test_fleet.py).
+        .executableTarget(
+            name: "placed-fleet-probe",
+            dependencies: ["PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem"],
+            swiftSettings: lean),
 
         .testTarget(name: "PlacedJSONTests", dependencies: ["PlacedJSON", "PlacedTestSupport"]),
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore", "PlacedTestSupport"]),
@@ -90,5 +101,8 @@ let package = Package(
                 "PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "PlacedOSM",
                 "CSystemd",
             ]),
+        .testTarget(
+            name: "PlacedFleetTests",
+            dependencies: ["PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem", "CMosquitto"]),
     ]
 )

@@ -102,6 +102,7 @@ public final class BusClient: PlacesClient {
         result["generation"] = properties["Generation"].map(JSON.init) ?? .null
         result["distance_filter"] = properties["DistanceFilter"].map(JSON.init) ?? .null
         result["marker"] = properties["Marker"].flatMap(Self.nonEmpty)
+        result["visit"] = properties["Visit"].flatMap(Self.nonEmpty)
         return result
     }
 
@@ -128,6 +129,8 @@ public final class BusClient: PlacesClient {
                     case ("MarkerPlaced", 1):
                         let marker = JSON(signal.arguments[0])
                         onUpdate(["generation": marker["generation"] ?? .null, "marker": marker])
+                    case ("VisitStarted", 1), ("VisitEnded", 1):
+                        onUpdate(["visit": JSON(signal.arguments[0])])
                     default: break
                     }
                 },
@@ -148,6 +151,7 @@ public final class BusClient: PlacesClient {
         let properties = try allProperties()
         var first = try current(limit: nil, properties: properties)
         first["marker"] = properties["Marker"].flatMap(Self.nonEmpty)
+        first["visit"] = properties["Visit"].flatMap(Self.nonEmpty)
         onUpdate(first)
 
         do {

@@ -116,6 +116,7 @@ public enum Format {
         if let count = reply["places"]?.int { lines.append(("places", count.grouped + " loaded")) }
         if let filter = reply["distance_filter"]?.double { lines.append(("distance filter", metres(filter))) }
         lines.append(("marker", MarkerRecord(reply["marker"]).map(describe) ?? "none yet"))
+        lines.append(("visit", reply["visit"].map(describeVisit) ?? "none open"))
         let width = lines.map(\.0.count).max()! + 2
         return lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + $0.1 + "\n" }.joined()
     }
@@ -169,6 +170,9 @@ public enum Format {
         if let marker = MarkerRecord(update["marker"]) {
             lines.append("\(clock)  marker \(describe(marker))")
         }
+        if let visit = update["visit"] {
+            lines.append("\(clock)  visit \(describeVisit(visit))")
+        }
         if lines.isEmpty {
             // Neither a ranking nor a marker: the source was lost or is back.
             let state = update["stale"]?.bool == true ? "is stale: the position source is lost" : "is current"
@@ -185,6 +189,31 @@ public enum Format {
         if let accuracy = location.accuracy { text += " ±\(metres(accuracy))" }
         if !location.mode.isEmpty { text += " (\(location.mode))" }
         if withAge, let age = location.age { text += ", \(duration(age)) old" }
+        return text
+    }
+
+    /// A visit record: `12 since 2026-…Z (3 min) at 60.1699000,24.9384000 ±4 m, at Café Ekberg 82.0%`, or
+    /// `12 ended after 14 min at Café Ekberg` once it ended.
+    public static func describeVisit(_ visit: JSON) -> String {
+        let id = visit["id"]?.int.map(String.init) ?? "?"
+        let minutes = (visit["duration"]?.double ?? 0) / 60
+        let length = minutes < 1 ? "\(Int(visit["duration"]?.double ?? 0)) s" : "\(Int(minutes.rounded())) min"
+        let place = PlaceRecord(visit["place"] ?? visit["places"]?.array?.first ?? .null)
+        let named = place.name.isEmpty ? "" : " at \(place.name)"
+        if visit["ended"] != nil {
+            let how =
+                visit["automatic"]?.bool == true
+                ? " (selected automatically)" : visit["selection"] != nil ? " (selected)" : ""
+            return "\(id) ended after \(length)\(named)\(how)"
+        }
+        var text = "\(id) since \(visit["started"]?.string ?? "?") (\(length))"
+        if let latitude = visit["latitude"]?.double, let longitude = visit["longitude"]?.double {
+            text += " at \(latitude.formatted(decimals: 7)),\(longitude.formatted(decimals: 7))"
+            if let accuracy = visit["accuracy"]?.double { text += " ±\(metres(accuracy))" }
+        }
+        if !place.name.isEmpty {
+            text += ", likely \(place.name)" + (place.likelihood.isFinite ? " \(percent(place.likelihood))" : "")
+        }
         return text
     }
 

@@ -54,8 +54,11 @@ extension Fix {
     /// gpsd's `eph` is a 95 % horizontal radius.
     public static func sigma(fromEPH eph: Double) -> Double { sigma(fromRadius95: eph) }
 
-    /// The 95 % radius an interface states for σ per axis.
-    public static func radius95(fromSigma sigma: Double) -> Double { sigma * radius95PerSigma }
+    /// The 95 % radius an interface states for σ per axis, to the millimetre: a σ taken from a stated
+    /// radius gives that radius back, not 10.000000000000002.
+    public static func radius95(fromSigma sigma: Double) -> Double {
+        (sigma * radius95PerSigma * 1000).rounded() / 1000
+    }
 
     /// This fix's accuracy as interfaces state it: the 95 % radius in metres, nil when unknown.
     public var radius95: Double? { accuracy.map(Self.radius95(fromSigma:)) }

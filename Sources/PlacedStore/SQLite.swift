@@ -153,6 +153,12 @@ public final class Database {
 
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
+    /// Rows the last INSERT, UPDATE or DELETE changed.
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    /// Whether a transaction is open (BEGIN without COMMIT yet): statements run inside it.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
     @inline(__always)
     func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(SQLiteError) {
         if result != SQLITE_OK {

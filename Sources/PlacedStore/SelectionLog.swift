@@ -123,6 +123,9 @@ public final class SelectionLog {
         let counts: [String: Int]
         /// Whether the table has the `automatic` column (every log opened for writing has).
         let hasAutomatic: Bool
+        /// Statements other parts of the store prepare on this connection (the outbox): they go with it
+        /// when `reopen` replaces it.
+        let statements = StatementCache()
 
         var isReadOnly: Bool { database.isReadOnly }
 
@@ -213,6 +216,36 @@ public final class SelectionLog {
     /// Records `marker` durably and returns it with its selection id.
     public func append(_ marker: Marker) throws(SelectionLogError) -> Marker {
         let connection = try open()
+        let recorded = try insert(marker, into: connection)
+        counts[marker.place.place.id, default: 0] += 1
+        return recorded
+    }
+
+    /// Records `marker` and, in the same transaction, what `alongside` writes for the recorded marker
+    /// (its fleet outbox rows, `Outbox.append`): both are on disk, or neither is. An error from
+    /// `alongside` rolls the selection back too; it is reported as `failed` unless it is a
+    /// `SelectionLogError` already.
+    public func append(_ marker: Marker, alongside: (Marker) throws -> Void) throws(SelectionLogError) -> Marker {
+        let connection = try open()
+        let recorded: Marker
+        do {
+            recorded = try connection.database.transaction {
+                let recorded = try insert(marker, into: connection)
+                try alongside(recorded)
+                return recorded
+            }
+        } catch let error as SelectionLogError {
+            throw error
+        } catch let error as SQLiteError {
+            throw SelectionLogError(error, path: path)
+        } catch {
+            throw .failed(path: path, reason: "\(error)")
+        }
+        counts[marker.place.place.id, default: 0] += 1
+        return recorded
+    }
+
+    private func insert(_ marker: Marker, into connection: Connection) throws(SelectionLogError) -> Marker {
         let insert = connection.insert
         do {
             defer { insert.reset() }
@@ -242,8 +275,15 @@ public final class SelectionLog {
         }
         var recorded = marker
         recorded.selection = connection.database.lastInsertRowID
-        counts[marker.place.place.id, default: 0] += 1
         return recorded
+    }
+
+    /// The connection's database for writing, and its statement cache: for the outbox, which lives in
+    /// this file so that a marker and its outbox rows commit together.
+    func writableConnection() throws(SelectionLogError) -> (database: Database, statements: StatementCache) {
+        let connection = try open()
+        guard !connection.isReadOnly else { throw .readOnly(path: path) }
+        return (connection.database, connection.statements)
     }
 
     /// Selections newest first; `before` (a selection id) pages back through older ones.
@@ -311,5 +351,19 @@ public final class SelectionLog {
         } catch {
             throw SelectionLogError(error, path: path)
         }
+    }
+}
+
+/// Prepared statements kept for the life of one connection, by their SQL text.
+final class StatementCache {
+    private var statements: [String: Statement] = [:]
+    /// Set once a part has created its tables on this connection.
+    var prepared: Set<String> = []
+
+    func statement(_ sql: String, on database: Database) throws(SQLiteError) -> Statement {
+        if let statement = statements[sql] { return statement }
+        let statement = try database.prepare(sql)
+        statements[sql] = statement
+        return statement
     }
 }

@@ -23,6 +23,7 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
         "learn", "learning from picks: picks-to-first, routine month, calibration, time with 10,000 picks",
         learnBenchmark
     ),
+    ("fleet", "fleet export to mosquitto: markers/s, 100,000-event backlog drain, idle wake-ups", fleetBenchmark),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

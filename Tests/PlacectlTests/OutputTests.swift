@@ -64,12 +64,36 @@ private let marker: JSON = [
                 places           1,636 loaded
                 distance filter  50 m
                 marker           Forum (osm:way/289767497), selection 7 at 2026-11-29T12:08:46.123Z in ranking 4
+                visit            none open
 
                 """)
         let empty = Format.status(["source": "connecting", "generation": 0, "stale": false])
         #expect(empty.contains("location    none yet\n"))
         #expect(empty.contains("marker      none yet\n"))
         #expect(!empty.contains("places"), "a count the reply lacks (D-Bus) is left out")
+        let visiting = Format.status([
+            "source": "fix", "generation": 5, "stale": false,
+            "visit": [
+                "id": 12, "started": "2026-12-01T08:00:00.000Z", "duration": 200, "latitude": 60.1699,
+                "longitude": 24.9384, "accuracy": 4, "fixes": 190, "place": forum,
+            ],
+        ])
+        #expect(
+            visiting.contains(
+                "visit       12 since 2026-12-01T08:00:00.000Z (3 min) at 60.1699000,24.9384000 ±4 m, likely Forum"),
+            "\(visiting)")
+    }
+
+    @Test func watchShowsVisitsStartingAndEnding() {
+        let ended = Format.watchUpdate(
+            [
+                "visit": [
+                    "id": 12, "started": "2026-12-01T08:00:00.000Z", "ended": "2026-12-01T08:14:00.000Z",
+                    "duration": 840, "latitude": 60.1699, "longitude": 24.9384, "accuracy": 4, "fixes": 800,
+                    "place": forum, "selection": 9, "automatic": true,
+                ]
+            ], clock: "08:14:30")
+        #expect(ended == "08:14:30  visit 12 ended after 14 min at Forum (selected automatically)\n")
     }
 
     @Test func historyRows() {

@@ -1,9 +1,9 @@
-import PlacedCore
 import PlacedStore
 import PlacedSystem
 import PlacedTestSupport
 import Testing
 
+@testable import PlacedCore  // Visit's memberwise initializer
 @testable import PlacedDaemon
 
 #if canImport(Glibc)
@@ -24,6 +24,21 @@ private final class RecordingSubscriber: DaemonSubscriber {
     var markers: [Marker] {
         events.compactMap { if case .markerPlaced(let marker) = $0 { marker } else { nil } }
     }
+    var visitsStarted: [(Visit, Ranking)] {
+        events.compactMap { if case let .visitStarted(visit, ranking) = $0 { (visit, ranking) } else { nil } }
+    }
+    var visitsEnded: [(Visit, RankedPlace?, Marker?)] {
+        events.compactMap {
+            if case let .visitEnded(visit, place, selection) = $0 { (visit, place, selection) } else { nil }
+        }
+    }
+}
+
+/// A gpsd-like report at `east`, `north` metres from the centre, its epoch `second`.
+private func report(second: Int, east: Double = 0, north: Double = 0, eph: Double = 6) -> TPVReport {
+    let at = LocalProjection(origin: centre).coordinate(east: east, north: north)
+    return TPVReport(
+        time: 1_000_000 + Double(second), mode: 3, latitude: at.latitude, longitude: at.longitude, eph: eph, speed: 0)
 }
 
 /// A daemon on a loop of its own, with a static source and its databases in a temporary directory.
@@ -48,9 +63,9 @@ private final class DaemonFixture {
             coordinate: LocalProjection(origin: centre).coordinate(east: 0, north: 25)),
     ]
 
-    init(distanceFilter: Double = 50, mapFeatures: [MapFeature]? = nil) throws {
+    init(distanceFilter: Double = 50, extra: String = "", mapFeatures: [MapFeature]? = nil) throws {
         try PlaceDatabase.replace(at: directory + "/places.db", with: Self.places, mapFeatures: mapFeatures)
-        try "[Location]\nDistanceFilter=\(distanceFilter)\n".write(to: directory + "/placed.conf")
+        try "[Location]\nDistanceFilter=\(distanceFilter)\n\(extra)".write(to: directory + "/placed.conf")
         loader = ConfigurationLoader(arguments: [
             "--config", directory + "/placed.conf", "--db", directory + "/places.db", "--static",
             "\(centre.latitude),\(centre.longitude),8", "--bus", "none",
@@ -107,7 +122,8 @@ extension String {
             return
         }
         #expect(number == 1 && distance == nil && fix.coordinate == centre)
-        #expect(abs((fix.accuracy ?? 0) - 8) < 1e-9)
+        #expect(fix.radius95 == 8, "a stated accuracy is the 95 % radius, σ inside")
+        #expect(abs((fix.accuracy ?? 0) - 8 / 2.448) < 1e-9)
         guard case .located = fixture.subscriber.events.last else {
             Issue.record("the location is announced after the ranking")
             return
@@ -143,6 +159,71 @@ extension String {
             try daemon.select(id: "osm:node/1", by: Credentials(uid: 65534, gid: 65534))
         }
         #expect(fixture.subscriber.markers.count == 1)
+    }
+
+    /// Fixes at one spot for longer than DwellTime make a visit, ranked at its averaged position; leaving
+    /// ends it with its place. The daemon judges every gated fix, the suppressed ones too.
+    @Test func aStayIsAVisitWithItsRankingAndItsPlace() throws {
+        let fixture = try DaemonFixture()
+        let daemon = fixture.daemon
+        let start: UInt64 = 5_000_000
+        for second in 0...130 {
+            let jitter = Double(second % 5) - 2  // ±2 m
+            daemon.receive(report(second: second, east: jitter, north: -jitter), at: start + UInt64(second) * 1_000_000)
+        }
+        let started = try #require(fixture.subscriber.visitsStarted.first)
+        #expect(fixture.subscriber.visitsStarted.count == 1)
+        #expect(started.0.startedAt == start, "the visit began at its first fix")
+        #expect(LocalProjection(origin: centre).distance(to: started.0.centre) < 1)
+        #expect(started.1.places.first?.place.id == "osm:node/1", "ranked at the averaged position")
+        #expect(started.1.generation == daemon.generation, "published as a generation of its own")
+        #expect(daemon.openVisit?.visit.id == started.0.id)
+        // The selection during the visit is its place, made at the visit's averaged position.
+        let marker = try daemon.select(id: "osm:node/2", by: Credentials(uid: 0, gid: 0))
+        #expect(marker.location.coordinate == daemon.openVisit?.visit.centre)
+        #expect(daemon.openVisit?.place?.place.id == "osm:node/2")
+        for second in 131...200 {
+            daemon.receive(report(second: second, east: 400), at: start + UInt64(second) * 1_000_000)
+        }
+        let ended = try #require(fixture.subscriber.visitsEnded.first)
+        #expect(ended.0.id == started.0.id && ended.0.endedAt != nil)
+        #expect(ended.1?.place.id == "osm:node/2", "the place selected during the visit")
+        #expect(ended.2?.selection == marker.selection && ended.2?.automatic == false)
+        #expect(daemon.openVisit == nil)
+        #expect(fixture.subscriber.markers.count == 1, "no automatic selection without AutoSelect=")
+    }
+
+    @Test func autoSelectPicksTheTopPlaceOnceDurablyAndSaysSo() throws {
+        let fixture = try DaemonFixture(extra: "[Visits]\nAutoSelect=0.5\n")
+        let daemon = fixture.daemon
+        for second in 0...200 {
+            daemon.receive(report(second: second, eph: 3), at: UInt64(second + 1) * 1_000_000)
+        }
+        let started = try #require(fixture.subscriber.visitsStarted.first)
+        let top = try #require(started.1.places.first)
+        #expect(top.likelihood >= 0.5)
+        #expect(fixture.subscriber.markers.count == 1, "once per visit, however long it lasts")
+        let marker = try #require(fixture.subscriber.markers.first)
+        #expect(marker.automatic && marker.place.place.id == top.place.id)
+        #expect(marker.generation == started.1.generation)
+        let log = try SelectionLog(path: fixture.directory + "/selections.db")
+        let row = try #require(try log.history(limit: 1, before: nil).first)
+        #expect(row.automatic && row.selection == marker.selection, "the row says it was automatic")
+    }
+
+    @Test func aStatedAccuracyIsThe95PercentRadius() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let root = Credentials(uid: 0, gid: 0)
+        // The static source said 8 m: the location states 8 m, the ranking used σ = 8 / 2.448.
+        #expect(Record.location(try #require(fixture.daemon.location), now: nil)["accuracy"] == .double(8))
+        let ranked = try fixture.daemon.rank(
+            latitude: centre.latitude, longitude: centre.longitude, accuracy: 8, limit: 3, by: root)
+        #expect(ranked == fixture.daemon.latestRanking?.limited(to: 3).places, "Rank(8) ranks as the 8 m fix did")
+        #expect(throws: ServiceError.self) {
+            try fixture.daemon.rank(
+                latitude: centre.latitude, longitude: centre.longitude, accuracy: -1, limit: 3, by: root)
+        }
     }
 
     @Test func reloadAppliesAChangedSetting() throws {
@@ -335,6 +416,16 @@ extension String {
         #expect(name(daemon.language(asked: nil)) == .string("Bibliotek"))
         #expect(name(daemon.language(asked: "C")) == .string("Kirjasto"), "C asks for the name tags")
         #expect(Record.place(library, language: nil)["address_source"] == .string("building"))
+        // A visit's places are named as a ranking's.
+        let visit = Visit(
+            id: 1, startedAt: 1, endedAt: 2, lastSeenAt: 2, centre: centre, accuracy: 3, fixes: 4, mode: .threeD)
+        let ended = Record.visit(
+            visit, clock: ServiceClock(monotonic: 2, wall: 0), place: library, language: daemon.language(asked: nil))
+        guard case .record(let visitPlace)? = ended["place"] else {
+            Issue.record("a visit record without its place")
+            return
+        }
+        #expect(visitPlace["name"] == .string("Bibliotek"))
 
         // A marker's place keeps the name its selection recorded and carries no address source.
         let marker = Record.marker(try daemon.select(id: "osm:node/2", by: root))

@@ -1,5 +1,6 @@
 """Start and stop the real programs the integration tests talk to: gpsd (through gpsfake) and placed."""
 import functools
+import glob
 import json
 import os
 import pathlib
@@ -337,3 +338,84 @@ def open_varlink(path, interface=PLACES, timeout=10.0):
     handler = client.open(interface)
     handler._connection.settimeout(timeout)
     return handler
+
+
+# placed under a systemd-journald of its own, in a private mount namespace.
+NAMESPACE = r"""
+set -e
+journal_dir=$1; pid_file=$2; shift 2
+mount -t tmpfs tmpfs /run
+mkdir -p /run/log/journal
+mount --bind "$journal_dir" /run/log/journal
+/lib/systemd/systemd-journald &
+echo $! > "$pid_file"
+for _ in $(seq 100); do [ -S /run/systemd/journal/stdout ] && break; sleep 0.05; done
+exec python3 -c "$STREAM" "$@"
+"""
+
+# Connects stdout and stderr to journald's stream socket, names it in $JOURNAL_STREAM, and execs.
+STREAM = r"""
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("/run/systemd/journal/stdout")
+s.sendall(b"placed\n\n6\n0\n0\n0\n0\n")  # identifier, unit, priority, level prefix, syslog, kmsg, console
+s.shutdown(socket.SHUT_RD)
+st = os.fstat(s.fileno())
+os.environ["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
+os.dup2(s.fileno(), 1)
+os.dup2(s.fileno(), 2)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+class JournaledPlaced:
+    """placed with its stderr a journal stream of a systemd-journald of its own (see test_journal.py);
+    `arguments` replace the default static position without D-Bus."""
+
+    def __init__(self, placed_bin, places_db, tmp_path, *arguments, env=None):
+        self.journal_dir = tmp_path / "journal"
+        self.journal_dir.mkdir()
+        self.journald_pid_file = tmp_path / "journald.pid"
+        self.socket = tmp_path / "sock"
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "bash", "-c", NAMESPACE, "bash",
+             str(self.journal_dir), str(self.journald_pid_file), str(placed_bin),
+             *(map(str, arguments) if arguments else ["--bus", "none", "--static", HELSINKI_CENTER]),
+             "--db", str(places_db), "--selections", str(tmp_path / "selections.db"), "--socket", str(self.socket)],
+            env={**os.environ, "STREAM": STREAM, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        deadline = time.monotonic() + 15
+        try:
+            while not self.socket.exists():
+                assert self.proc.poll() is None, "placed or journald did not start: %s" % self.proc.stderr.read()
+                assert time.monotonic() < deadline, "placed's socket did not appear"
+                time.sleep(0.05)
+        except AssertionError:
+            self.proc.kill()
+            self.stop()
+            raise
+
+    def entries(self, *matches, count=1, timeout=5):
+        """Journal entries matching `matches` (FIELD=value), once at least `count` are there."""
+        deadline = time.monotonic() + timeout
+        while True:
+            directories = glob.glob(str(self.journal_dir / "*"))
+            found = []
+            if directories:
+                out = subprocess.run(["journalctl", "--directory", directories[0], "--no-pager", "-o", "json",
+                                      *matches], capture_output=True, text=True, timeout=10)
+                found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # placed: the wrapper exec'd into it
+        status = self.proc.wait(timeout=10)
+        if self.journald_pid_file.exists():
+            try:
+                os.kill(int(self.journald_pid_file.read_text()), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        return status

@@ -69,3 +69,49 @@ def with_preamble(source, target, epochs=40):
         f.writelines([b"$GPRMC,,V,,,,,,,,,,N*53\r\n"] * epochs)
         f.writelines(body)
     return target
+
+
+def _nmea(body):
+    checksum = 0
+    for byte in body.encode("ascii"):
+        checksum ^= byte
+    return "$%s*%02X\r\n" % (body, checksum)
+
+
+def _coordinate(value, positive, negative, width):
+    hemisphere = positive if value >= 0 else negative
+    value = abs(value)
+    degrees = int(value)
+    return "%0*d%07.4f" % (width, degrees, (value - degrees) * 60), hemisphere
+
+
+def stop_and_go(target, start, legs, seed=7):
+    """An NMEA log (RMC and GGA at 1 Hz, 40 no-fix epochs first) from `start` (lat, lon) along
+    `legs`: ("stop", epochs) stays with metres of jitter, ("go", epochs, bearing, speed m/s) drives.
+    Returns the (lat, lon) where each leg ended, for the test to know where the stops were."""
+    import random
+    rng = random.Random(seed)
+    lat, lon = start
+    second = 0
+    ends = []
+    with open(target, "w") as f:
+        f.write("$GPRMC,,V,,,,,,,,,,N*53\r\n" * 40)
+        for leg in legs:
+            for _ in range(leg[1]):
+                if leg[0] == "go":
+                    moved = WGS84.Direct(lat, lon, leg[2], leg[3])
+                    lat, lon, speed, track = moved["lat2"], moved["lon2"], leg[3], leg[2]
+                    shown = (lat, lon)
+                else:
+                    jitter = WGS84.Direct(lat, lon, rng.uniform(0, 360), rng.uniform(0, 2))
+                    shown, speed, track = (jitter["lat2"], jitter["lon2"]), 0.0, 0.0
+                hours, rest = divmod(36000 + second, 3600)
+                stamp = "%02d%02d%02d.00" % (hours % 24, rest // 60, rest % 60)
+                la, ns = _coordinate(shown[0], "N", "S", 2)
+                lo, ew = _coordinate(shown[1], "E", "W", 3)
+                f.write(_nmea("GPRMC,%s,A,%s,%s,%s,%s,%.1f,%.1f,011226,,,A" % (stamp, la, ns, lo, ew,
+                                                                             speed / 0.514444, track)))
+                f.write(_nmea("GPGGA,%s,%s,%s,%s,%s,1,08,0.9,20.0,M,17.0,M,," % (stamp, la, ns, lo, ew)))
+                second += 1
+            ends.append((lat, lon))
+    return ends

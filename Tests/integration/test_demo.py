@@ -18,7 +18,7 @@ def test_demo_shows_moves_places_and_marker(tmp_path):
                          stdin=subprocess.DEVNULL, env=env)
     text = out.stdout
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    rankings = re.findall(r"^\d\d:\d\d:\d\d  ranking (\d+) at (-?[\d.]+),(-?[\d.]+) ±\d+ m", text, re.M)
+    rankings = re.findall(r"^\d\d:\d\d:\d\d  ranking (\d+) at (-?[\d.]+),(-?[\d.]+) ±[\d,]+ m", text, re.M)
     assert len(rankings) > 50, text[-2000:]
     assert [int(g) for g, _, _ in rankings] == list(range(1, len(rankings) + 1))
     # Each ranking is followed by its table of (up to) five places with likelihoods.

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import READER, WRITER, set_up_service
+from conftest import EXTRACT_PLACES, READER, WRITER, set_up_service
 
 PERMISSION_DENIED = "io.placed.Places.PermissionDenied"
 ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
@@ -43,7 +43,7 @@ def test_status_as_root_and_as_a_member_of_group_placed(service):
     for user in (None, WRITER):
         out = placectl(service, "status", user=user)
         assert out.returncode == 0, out
-        assert re.search(r"places\s+1,636 loaded", out.stdout), out.stdout
+        assert re.search(r"places\s+%s loaded" % f"{EXTRACT_PLACES:,}", out.stdout), out.stdout
         over_dbus = placectl(service, "--bus", "status", user=user)
         assert over_dbus.returncode == 0 and "static" in over_dbus.stdout, over_dbus
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXTRACT, UNITS
+from conftest import EXTRACT, EXTRACT_PLACES, UNITS
 from container import ROOT
 
 
@@ -55,5 +55,5 @@ def test_socket_activation_is_in_force_without_a_reboot(installed):
     container, _ = installed
     container.run("systemctl", "stop", "placed.service")
     assert container.active(*UNITS) == ["active", "inactive"]
-    assert json.loads(container.run("placectl", "--json", "status").stdout)["places"] == 1636
+    assert json.loads(container.run("placectl", "--json", "status").stdout)["places"] == EXTRACT_PLACES
     assert container.active("placed.service") == ["active"]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import HELSINKI_CENTER, UNITS, set_up_service, write_drop_in
+from conftest import EXTRACT_PLACES, HELSINKI_CENTER, UNITS, set_up_service, write_drop_in
 
 SELECTION_MESSAGE_ID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
 NAME, OBJECT, INTERFACE = "io.placed.Placed1", "/io/placed/Placed1", "io.placed.Placed1"
@@ -55,7 +55,7 @@ def test_socket_activation_answers_the_call_that_started_placed(service):
     stop_placed_only(service)
     cursor = service.cursor()
     out = service.run("placectl", "--json", "status")
-    assert json.loads(out.stdout)["places"] == 1636
+    assert json.loads(out.stdout)["places"] == EXTRACT_PLACES
     assert service.active("placed.service") == ["active"]
     assert passed_socket_lines(service, cursor)
 

@@ -25,6 +25,10 @@ public final class Daemon: PlacesService, LocationSink {
     private var writerGroup: UInt32?
     private var readerGroup: UInt32?
     private var subscribers: [DaemonSubscriber] = []
+    private var visits: VisitDetector
+    private var visitPlace: VisitPlaceTracker
+    /// The selection made during the open visit, for its end.
+    private var visitSelection: Marker?
 
     public private(set) var location: Fix?
     public private(set) var sourceState: SourceState = .connecting
@@ -52,6 +56,10 @@ public final class Daemon: PlacesService, LocationSink {
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
         picks = try PickMemory(settings: configuration.learningSettings, picks: selections.picks())
+        // Visit ids count on from the start's wall-clock milliseconds: unique across restarts while
+        // the clock goes forward.
+        visits = try VisitDetector(settings: configuration.visitSettings, firstID: UInt64(Self.wallClock() * 1000))
+        visitPlace = try VisitPlaceTracker(autoSelectThreshold: configuration.autoSelect)
         if selections.isReadOnly {
             Log.warning(
                 "selection log \(selections.path) is read-only: selections are refused until it is writable")
@@ -76,6 +84,13 @@ public final class Daemon: PlacesService, LocationSink {
     public func receive(_ report: TPVReport, at receivedAt: UInt64) {
         guard let fix = gate.admit(report, receivedAt: receivedAt) else { return }
         location = fix
+        // Every gated fix counts for visits, the ones the distance filter suppresses too.
+        for event in visits.consider(fix) {
+            switch event {
+            case .started(let visit): visitStarted(visit)
+            case .ended(let visit): visitEnded(visit)
+            }
+        }
         guard case let .move(distance) = try? filter.consider(fix) else {
             emit(.located(fix))
             return
@@ -97,23 +112,62 @@ public final class Daemon: PlacesService, LocationSink {
         emit(.sourceChanged(state))
     }
 
+    // MARK: Visits
+
+    /// Ranks at the visit's averaged position (the next generation, so a selection resolves against
+    /// it), announces the visit with that ranking, and selects its top place if `AutoSelect=` says so.
+    private func visitStarted(_ visit: Visit) {
+        visitSelection = nil
+        // No places loaded: the visit is still announced, with nothing ranked.
+        let ranking =
+            rerank(at: visit.position)
+            ?? Ranking(generation: generation, fix: visit.position, places: [], noneLikelihood: 1, radius: 0)
+        emit(.visitStarted(visit, ranking: ranking.limited(to: Ranker.defaultLimit)))
+        if let place = visitPlace.started(visit, ranking: ranking) {
+            selectAutomatically(place, generation: ranking.generation, at: visit.position)
+        }
+    }
+
+    private func visitEnded(_ visit: Visit) {
+        let place = visitPlace.ended(visit)
+        emit(.visitEnded(visit, place: place, selection: visitSelection))
+        visitSelection = nil
+    }
+
+    /// `AutoSelect=`: the same durable path as `Select`, marked automatic; a failure is logged, and the
+    /// tracker proposes a place once per visit, so a failing store is not hammered.
+    private func selectAutomatically(_ place: RankedPlace, generation: UInt64, at fix: Fix) {
+        do {
+            try record(
+                Marker(place: place, location: fix, time: Self.wallClock(), generation: generation, automatic: true))
+        } catch {
+            Log.error("automatic selection of \(place.place.id) not recorded: \(error)")
+        }
+    }
+
+    public var openVisit: (visit: Visit, place: RankedPlace?)? {
+        visits.visit.map { ($0, visitPlace.place) }
+    }
+
     // MARK: Ranking
 
     /// Ranks the places around `fix` and publishes the result as the next generation.
-    private func rerank(at fix: Fix) {
-        guard let catalog else { return }
+    @discardableResult
+    private func rerank(at fix: Fix) -> Ranking? {
+        guard let catalog else { return nil }
         let ranking: Ranking
         do {
             ranking = try catalog.rank(
                 fix, with: ranker, picks: picks, now: Self.wallClock(), limit: Ranker.maximumLimit)
         } catch {
             Log.warning("ranking failed at \(fix.coordinate): \(error)")
-            return
+            return nil
         }
         let published = history.publish(ranking)
         ServiceNotifier.status(statusLine)
         // Broadcasts carry the default list; a client wanting more asks for it.
         emit(.ranked(published.limited(to: Ranker.defaultLimit)))
+        return published
     }
 
     // MARK: Operations (PlacesService)
@@ -124,6 +178,7 @@ public final class Daemon: PlacesService, LocationSink {
     public var distanceFilter: Double { filter.threshold }
     public var now: UInt64 { loop.now }
     public var language: String? { configuration.language.isEmpty ? nil : configuration.language }
+    public var clock: ServiceClock { ServiceClock(monotonic: loop.now, wall: Self.wallClock()) }
 
     public func authorize(_ caller: Credentials, to access: Access, _ operation: String) throws(ServiceError) {
         let allowed =
@@ -153,7 +208,12 @@ public final class Daemon: PlacesService, LocationSink {
         try authorize(caller, to: .read, "Rank")
         let limit = try ServiceError.checkLimit(limit, default: Ranker.defaultLimit, maximum: Ranker.maximumLimit)
         let coordinate = Coordinate(latitude: latitude, longitude: longitude)
-        let fix = Fix(receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy)
+        if let accuracy, !(accuracy.isFinite && accuracy >= 0) {
+            throw .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: accuracy)
+        }
+        // A stated accuracy is the 95 % radius; the core works in σ.
+        let fix = Fix(
+            receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy.map(Fix.sigma(fromRadius95:)))
         do {
             try Ranker.validate(fix: fix, limit: limit)  // bad input is named before "no places"
         } catch {
@@ -177,18 +237,30 @@ public final class Daemon: PlacesService, LocationSink {
         } catch {
             throw ServiceError(error)
         }
-        let at = location ?? history.latest!.fix
-        if selections.isReadOnly { reopenSelectionLog() }
-        let recorded: Marker
+        // During a visit the pick was made at the visit's averaged position: the better evidence for
+        // learning where it was made.
+        let at = visits.visit?.position ?? location ?? history.latest!.fix
         do {
-            recorded = try selections.append(
+            return try record(
                 Marker(place: found.place, location: at, time: Self.wallClock(), generation: found.generation))
         } catch {
             Log.error("selection of \(id) not recorded: \(error)")
             throw .storeFailed(reason: "the selection was not recorded: \(error)")
         }
-        marker = recorded
+    }
+
+    /// The one durable path of a selection, a client's or an automatic one: the row first, then the
+    /// pick for learning, the open visit's place, and the announcement.
+    @discardableResult
+    private func record(_ marker: Marker) throws -> Marker {
+        if selections.isReadOnly { reopenSelectionLog() }
+        let recorded = try selections.append(marker)
+        self.marker = recorded
         picks.append(Pick(recorded))
+        if visits.visit != nil {
+            visitPlace.recordSelection(recorded.place, automatic: recorded.automatic)
+            visitSelection = recorded
+        }
         emit(.markerPlaced(recorded))
         return recorded
     }
@@ -275,6 +347,16 @@ public final class Daemon: PlacesService, LocationSink {
                 Log.error("cannot apply the new learning settings: \(error)")
             }
         }
+        if new.visitSettings != old.visitSettings || new.autoSelect != old.autoSelect {
+            // An open visit is judged afresh under the new rules.
+            do {
+                visits = try VisitDetector(settings: new.visitSettings, firstID: UInt64(Self.wallClock() * 1000))
+                visitPlace = try VisitPlaceTracker(autoSelectThreshold: new.autoSelect)
+                visitSelection = nil
+            } catch {
+                Log.error("cannot apply the new visit settings: \(error)")
+            }
+        }
         if new.writerGroup != old.writerGroup || new.readerGroup != old.readerGroup {
             writerGroup = UserDatabase.groupID(named: new.writerGroup)
             readerGroup = UserDatabase.groupID(named: new.readerGroup)
@@ -328,7 +410,7 @@ public final class Daemon: PlacesService, LocationSink {
         case .stale: return "gpsd lost, ranking \(generation) stale, \(places)"
         case .fix, .static:
             let mode = location?.mode == .threeD ? "3D fix" : "2D fix"
-            let accuracy = location?.accuracy.map { " ±\(Int($0.rounded())) m" } ?? ""
+            let accuracy = location?.radius95.map { " ±\(Int($0.rounded())) m" } ?? ""
             return "\(sourceState == .static ? "Static position" : mode)\(accuracy), \(places), ranking \(generation)"
         }
     }

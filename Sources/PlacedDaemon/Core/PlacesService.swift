@@ -14,11 +14,17 @@ public protocol PlacesService: AnyObject {
     var marker: Marker? { get }
     var distanceFilter: Double { get }
     var placeCount: Int { get }
+    /// The open visit and the place it is at so far (selected during it, else the top of its
+    /// ranking), if the device is staying somewhere.
+    var openVisit: (visit: Visit, place: RankedPlace?)? { get }
     /// CLOCK_MONOTONIC now, microseconds: for the age of a fix.
     var now: UInt64 { get }
     /// `Language=`: the language of the names in replies to calls that ask for none, and in every
     /// broadcast but a Watch that asked for its own; nil: each place's `name` tag.
     var language: String? { get }
+    /// Now, on both clocks: monotonic microseconds (a fix's or a visit's times) and wall-clock
+    /// seconds (what records state).
+    var clock: ServiceClock { get }
 
     /// Refuses `caller` unless it may `access` (`operation` names what was asked, for the error). A
     /// device's whereabouts are personal data: reading needs root, the writer group or the reader
@@ -70,11 +76,30 @@ public enum DaemonEvent {
     case moved(Fix, number: UInt64, distance: Double?)
     /// A new ranking, cut to the default list length.
     case ranked(Ranking)
-    /// A selection, recorded durably before this is sent.
+    /// A selection (by a client, or automatic), recorded durably before this is sent.
     case markerPlaced(Marker)
+    /// The device has stayed somewhere: the visit, and the ranking at its averaged position (published
+    /// as a generation just before).
+    case visitStarted(Visit, ranking: Ranking)
+    /// The device left: the visit, its place (the one selected during it, else the top of its
+    /// ranking), and the selection made during it, if any.
+    case visitEnded(Visit, place: RankedPlace?, selection: Marker?)
     /// The location source's state changed; without fixes the last ranking turns stale.
     case sourceChanged(SourceState)
     case distanceFilterChanged(Double)
+}
+
+/// One instant on both clocks, to turn monotonic times into wall-clock ones.
+public struct ServiceClock: Sendable {
+    /// CLOCK_MONOTONIC, microseconds.
+    public var monotonic: UInt64
+    /// CLOCK_REALTIME, seconds since the epoch.
+    public var wall: Double
+
+    /// The wall-clock time of monotonic instant `time`.
+    public func wall(at time: UInt64) -> Double {
+        time <= monotonic ? wall - Double(monotonic - time) / 1e6 : wall + Double(time - monotonic) / 1e6
+    }
 }
 
 /// An adapter: it hears every event of the daemon it subscribed to.

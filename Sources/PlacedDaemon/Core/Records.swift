@@ -6,7 +6,10 @@ import PlacedCore
 
 /// What the interfaces send, built once here so D-Bus (a{sv}) and varlink (JSON objects) carry the
 /// same keys: places `id, name, kind, address, address_source, latitude, longitude, distance,
-/// likelihood, attribution`; markers `place, location, time, generation, selection`. Unknown values are left out.
+/// likelihood, attribution`; markers `place, location, time, generation, selection, automatic` (a
+/// marker's place without `address_source`); visits `id, started, ended, duration, latitude,
+/// longitude, accuracy, fixes, generation, places, place, selection, automatic`. Unknown values are
+/// left out. Every accuracy is the 95 % radius in metres.
 public struct Record: Equatable, Sendable {
     public indirect enum Value: Equatable, Sendable {
         case string(String)
@@ -62,7 +65,7 @@ extension Record {
         var r = Record()
         r.set("latitude", .double(fix.coordinate.latitude))
         r.set("longitude", .double(fix.coordinate.longitude))
-        r.set("accuracy", fix.accuracy.map(Value.double))
+        r.set("accuracy", fix.radius95.map(Value.double))
         r.set("speed", fix.speed.map(Value.double))
         r.set("heading", fix.heading.map(Value.double))
         r.set("altitude", fix.altitude.map(Value.double))
@@ -78,6 +81,31 @@ extension Record {
         r.set("time", .string(ISO8601.utc(marker.time, milliseconds: true)))
         r.set("generation", .uint(marker.generation))
         r.set("selection", .int(marker.selection))
+        r.set("automatic", .bool(marker.automatic))
+        return r
+    }
+
+    /// A visit: open (no `ended`), started (with the `ranking` at its averaged position) or ended (with
+    /// its `place` and the `selection` made during it). Its position and accuracy are the averaged ones.
+    /// Places named for a reader of `language`, as in rankings.
+    static func visit(
+        _ visit: Visit, clock: ServiceClock, ranking: Ranking? = nil, place: RankedPlace? = nil,
+        selection: Marker? = nil, language: String?
+    ) -> Record {
+        var r = Record()
+        r.set("id", .uint(visit.id))
+        r.set("started", .string(ISO8601.utc(clock.wall(at: visit.startedAt), milliseconds: true)))
+        r.set("ended", visit.endedAt.map { .string(ISO8601.utc(clock.wall(at: $0), milliseconds: true)) })
+        r.set("duration", .double(visit.duration))
+        r.set("latitude", .double(visit.centre.latitude))
+        r.set("longitude", .double(visit.centre.longitude))
+        r.set("accuracy", .double(Fix.radius95(fromSigma: visit.accuracy)))
+        r.set("fixes", .uint(UInt64(visit.fixes)))
+        r.set("generation", ranking.map { .uint($0.generation) })
+        r.set("places", ranking.map { .records($0.places.map { Record.place($0, language: language) }) })
+        r.set("place", place.map { .record(.place($0, language: language)) })
+        r.set("selection", selection.map { .int($0.selection) })
+        r.set("automatic", selection.map { .bool($0.automatic) })
         return r
     }
 

@@ -96,6 +96,8 @@ final class BusAdapter: DaemonSubscriber {
         }
         object.addSignal("PlacesChanged", arguments: [BusArgument("generation", "t"), places])
         object.addSignal("MarkerPlaced", arguments: [BusArgument("marker", "a{sv}")])
+        object.addSignal("VisitStarted", arguments: [BusArgument("visit", "a{sv}")])
+        object.addSignal("VisitEnded", arguments: [BusArgument("visit", "a{sv}")])
         object.addProperty(Property.location, signature: "a{sv}") { [unowned self] call throws(BusError) in
             try authorizeReading(call)
             return service.location.map { Record.location($0, now: service.now).bus } ?? .dictionary([:])
@@ -116,6 +118,11 @@ final class BusAdapter: DaemonSubscriber {
             try authorizeReading(call)
             return .string(service.sourceState.rawValue)
         }
+        object.addProperty(Property.visit, signature: "a{sv}") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            guard let open = service.openVisit else { return .dictionary([:]) }
+            return Record.visit(open.visit, clock: service.clock, place: open.place, language: service.language).bus
+        }
     }
 
     /// The properties' names, as they are declared and announced.
@@ -125,6 +132,7 @@ final class BusAdapter: DaemonSubscriber {
         static let marker = "Marker"
         static let distanceFilter = "DistanceFilter"
         static let sourceState = "SourceState"
+        static let visit = "Visit"
     }
 
     /// The caller of `call`, asked of the bus driver once per connection.
@@ -175,6 +183,15 @@ final class BusAdapter: DaemonSubscriber {
             send { try object.emitPropertiesChanged([Property.sourceState]) }
         case .distanceFilterChanged:
             send { try object.emitPropertiesChanged([Property.distanceFilter]) }
+        case let .visitStarted(visit, ranking):
+            let record = Record.visit(visit, clock: service.clock, ranking: ranking, language: service.language)
+            send { try object.emitSignal("VisitStarted", [record.bus]) }
+            send { try object.emitPropertiesChanged([Property.visit]) }
+        case let .visitEnded(visit, place, selection):
+            let record = Record.visit(
+                visit, clock: service.clock, place: place, selection: selection, language: service.language)
+            send { try object.emitSignal("VisitEnded", [record.bus]) }
+            send { try object.emitPropertiesChanged([Property.visit]) }
         case .moved:
             break
         }

@@ -7,7 +7,7 @@ final class StaticSource: LocationSource {
     let name = "static"
     private let loop: EventLoop
     private let coordinate: Coordinate
-    /// Metres, 1-sigma, as `StaticPosition=` states it.
+    /// Metres: the 95 % radius, as `StaticPosition=` states it (and gpsd its eph).
     private let accuracy: Double
     private var delivery: EventSource?
 
@@ -19,10 +19,10 @@ final class StaticSource: LocationSource {
 
     func start(delivering sink: LocationSink) {
         sink.locationSource(self, changedTo: .static, reason: "a fixed position")
-        // A report states its error as gpsd does, a 95 % radius: the gate turns it back into σ.
+        // The accuracy is a 95 % radius, as gpsd's eph: the gate turns it into σ.
         let report = TPVReport(
             time: nil, mode: FixMode.twoD.rawValue, latitude: coordinate.latitude, longitude: coordinate.longitude,
-            eph: Fix.radius95(fromSigma: accuracy))
+            eph: accuracy)
         delivery = try? loop.onNextIteration { [unowned self, weak sink] in
             sink?.receive(report, at: loop.now)
             delivery = nil

@@ -101,7 +101,7 @@ public enum Settings {
         },
         Setting(
             section: "Location", key: "StaticPosition", flag: "--static", placeholder: "LAT,LON[,ACC]",
-            help: "a fixed position instead of gpsd (kiosks); ACC: 1-sigma metres, default 10", reload: .applied,
+            help: "a fixed position instead of gpsd (kiosks); ACC: 95 % radius, metres, default 10", reload: .applied,
             value: { $0.staticPosition?.text },
             apply: { text, _, c throws(SettingError) in c.staticPosition = try parseStatic(text) },
             flagAlsoSets: { $0.sourceKind = .static }, usageShowsDefault: false),

@@ -22,7 +22,8 @@ enum InterfaceDescriptions {
           attribution: string
         )
 
-        # Where the device is, as placed last heard.
+        # Where the device is, as placed last heard. accuracy: the radius in metres that holds 95 % of
+        # fixes, as gpsd's eph and the W3C Geolocation API state it (every accuracy here is).
         type Location (
           latitude: float,
           longitude: float,
@@ -35,13 +36,35 @@ enum InterfaceDescriptions {
           age: ?float
         )
 
-        # A selection: the place picked, where the device was, when, in which ranking.
+        # A selection: the place picked, where the device was, when, in which ranking; automatic when
+        # AutoSelect= made it at a visit, not a person.
         type Marker (
           place: Place,
           location: Location,
           time: string,
           generation: int,
-          selection: int
+          selection: int,
+          automatic: bool
+        )
+
+        # A stay: the device within DwellRadius= of the visit's centre for DwellTime= at walking speed.
+        # latitude, longitude, accuracy (95 % radius, metres): averaged over its fixes. Started: places is
+        # the ranking at that averaged position (generation). Ended: ended, duration, and place (selected
+        # during the visit, else the top one) with the selection made during it, if any.
+        type Visit (
+          id: int,
+          started: string,
+          ended: ?string,
+          duration: float,
+          latitude: float,
+          longitude: float,
+          accuracy: float,
+          fixes: int,
+          generation: ?int,
+          places: ?[]Place,
+          place: ?Place,
+          selection: ?int,
+          automatic: ?bool
         )
 
         # A thing drawn on the map around a position, as a GeoJSON Feature (RFC 7946): type is "Feature",
@@ -64,12 +87,20 @@ enum InterfaceDescriptions {
         # polygon's outer ring first, then its holes.
         type MapGeometry (type: string, coordinates: object)
 
-        # The latest ranking. language: the reader's, for the names: a language code ("sv", "sv-FI") or
-        # a POSIX locale ("sv_FI.UTF-8"), each place's name:<language> tag when it has one, else its name
-        # tag; absent or empty: placed's Language= setting; "C": the name tags. Never an error.
-        method Current(limit: ?int, language: ?string) -> (generation: int, stale: bool, location: ?Location, places: []Place)
+        # The latest ranking, and the open visit. language: the reader's, for the names: a language code
+        # ("sv", "sv-FI") or a POSIX locale ("sv_FI.UTF-8"), each place's name:<language> tag when it has
+        # one, else its name tag; absent or empty: placed's Language= setting; "C": the name tags. Never
+        # an error.
+        method Current(limit: ?int, language: ?string) -> (
+          generation: int,
+          stale: bool,
+          location: ?Location,
+          places: []Place,
+          visit: ?Visit
+        )
 
-        # Ranks the places around a position without changing any state (a what-if query).
+        # Ranks the places around a position without changing any state (a what-if query); accuracy: the
+        # 95 % radius in metres (absent: placed's default); names in language, as for Current.
         method Rank(latitude: float, longitude: float, accuracy: ?float, limit: ?int, language: ?string) -> (places: []Place)
 
         # Records that the device is at the place with this id from a recent ranking, durably.
@@ -90,7 +121,8 @@ enum InterfaceDescriptions {
           stale: bool,
           places: int,
           distance_filter: float,
-          marker: ?Marker
+          marker: ?Marker,
+          visit: ?Visit
         )
 
         # The map layer around a position: the features whose bounding box comes within radius metres
@@ -99,10 +131,17 @@ enum InterfaceDescriptions {
         # file was imported with --no-map.
         method Map(latitude: float, longitude: float, radius: float, language: ?string) -> (features: []MapFeature)
 
-        # With `more`: the current state first, then each ranking and marker as it happens. language:
-        # the names of every ranking on this stream, as for Current (absent: Language=, as it is set
-        # when each ranking is sent).
-        method Watch(language: ?string) -> (generation: int, stale: bool, location: ?Location, places: ?[]Place, marker: ?Marker)
+        # With `more`: the current state first, then each ranking, marker and visit (its start and its end)
+        # as it happens. language: the names of every ranking and visit on this stream, as for Current
+        # (absent: Language=, as it is set when each is sent).
+        method Watch(language: ?string) -> (
+          generation: int,
+          stale: bool,
+          location: ?Location,
+          places: ?[]Place,
+          marker: ?Marker,
+          visit: ?Visit
+        )
 
         error UnknownPlace (id: string)
         error NotInRanking (id: string)

@@ -103,7 +103,9 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try call.rejectUnknownParameters(allowing: ["limit", "language"])
                 let language = try language(of: call)
                 let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
-                try call.reply(rankingParameters(ranking, places: true, language: language))
+                var parameters = rankingParameters(ranking, places: true, language: language)
+                if let open = openVisit(language: language) { parameters["visit"] = open }
+                try call.reply(parameters)
             case "Rank":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit", "language"])
                 let language = try language(of: call)
@@ -148,6 +150,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                 var first = rankingParameters(
                     try service.current(limit: nil, by: call.credentials), places: true, language: language)
                 if let marker = service.marker { first["marker"] = Record.marker(marker).json }
+                if let open = openVisit(language: language) { first["visit"] = open }
                 try call.reply(first, continues: true)
             default:
                 throw VarlinkError.methodNotFound(call.method)
@@ -184,7 +187,15 @@ final class VarlinkAdapter: DaemonSubscriber {
         ]
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
         if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
+        if let open = openVisit(language: service.language) { parameters["visit"] = open }
         return parameters
+    }
+
+    /// The open visit's record, with its place so far named for a reader of `language`.
+    private func openVisit(language: String?) -> JSON? {
+        service.openVisit.map {
+            Record.visit($0.visit, clock: service.clock, place: $0.place, language: language).json
+        }
     }
 
     private func parameters(of error: ServiceError) -> [String: JSON] {
@@ -208,7 +219,7 @@ final class VarlinkAdapter: DaemonSubscriber {
     func handle(_ event: DaemonEvent, from service: PlacesService) {
         switch event {
         case .ranked(let ranking):
-            broadcastRanking(ranking)
+            broadcastNamed { rankingParameters(ranking, places: true, language: $0) }
         case .markerPlaced(let marker):
             var parameters = rankingParameters(service.latestRanking, places: false)
             parameters["marker"] = Record.marker(marker).json
@@ -216,6 +227,21 @@ final class VarlinkAdapter: DaemonSubscriber {
         case .sourceChanged:
             // Watchers learn when the ranking turns stale or fresh without a new generation.
             broadcast(rankingParameters(service.latestRanking, places: false))
+        case let .visitStarted(visit, ranking):
+            broadcastNamed { language in
+                var parameters = rankingParameters(service.latestRanking, places: false)
+                parameters["visit"] =
+                    Record.visit(visit, clock: service.clock, ranking: ranking, language: language).json
+                return parameters
+            }
+        case let .visitEnded(visit, place, selection):
+            broadcastNamed { language in
+                var parameters = rankingParameters(service.latestRanking, places: false)
+                parameters["visit"] =
+                    Record.visit(visit, clock: service.clock, place: place, selection: selection, language: language)
+                    .json
+                return parameters
+            }
         case .located, .moved, .distanceFilterChanged:
             break
         }
@@ -225,10 +251,11 @@ final class VarlinkAdapter: DaemonSubscriber {
         _ = try? server.broadcast(parameters, toStreamsOf: Self.watch)
     }
 
-    /// A ranking goes to each watcher with the names in its language: its Watch's own, else
-    /// `Language=` as it is now. Watchers are grouped by the name keys their language tries
-    /// ("sv_FI.UTF-8" and "sv-fi" alike), and each group's message is encoded once.
-    private func broadcastRanking(_ ranking: Ranking) {
+    /// What names places (a ranking, a visit) goes to each watcher with the names in its language:
+    /// its Watch's own, else `Language=` as it is now. Watchers are grouped by the name keys their
+    /// language tries ("sv_FI.UTF-8" and "sv-fi" alike), and each group's message is built and
+    /// encoded once.
+    private func broadcastNamed(_ parameters: (_ language: String?) -> [String: JSON]) {
         var groups: [[String]: (language: String?, streams: [VarlinkCall])] = [:]
         for stream in server.openStreams(of: Self.watch) {
             let language = service.language(asked: stream.parameters["language"]?.string)
@@ -236,7 +263,7 @@ final class VarlinkAdapter: DaemonSubscriber {
             groups[key, default: (language, [])].streams.append(stream)
         }
         for (language, streams) in groups.values {
-            _ = try? server.broadcast(rankingParameters(ranking, places: true, language: language), to: streams)
+            _ = try? server.broadcast(parameters(language), to: streams)
         }
     }
 }

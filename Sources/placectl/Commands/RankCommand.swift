@@ -15,7 +15,8 @@ enum RankCommand: Command {
             Positional("LON", help: "longitude in degrees, -180 to 180"),
         ],
         options: [
-            .value("accuracy", "M", help: "the fix's 1-sigma accuracy in metres (default: placed's assumption)"),
+            .value(
+                "accuracy", "M", help: "the fix's accuracy: the 95 % radius in metres (default: placed's assumption)"),
             .limit, .language, .json,
         ],
         sharedGroups: [Option.connectionGroup])

@@ -1,0 +1,251 @@
+/// One MQTT broker of the fleet export's `Broker=` list: `mqtt://host[:port]` or `mqtts://host[:port]`.
+public struct BrokerAddress: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    /// `mqtts://`: TLS, verified against the configured CA.
+    public var tls: Bool
+
+    public init(host: String, port: Int, tls: Bool) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+    }
+
+    /// The URL as written back: scheme, host (IPv6 in brackets), port.
+    public var description: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "\(tls ? "mqtts" : "mqtt")://\(shownHost):\(port)"
+    }
+
+    /// Parses one URL. Credentials in the URL are refused: a password belongs in a systemd credential,
+    /// never in the configuration file.
+    public init(parsing text: String) throws(BrokerAddressError) {
+        let scheme: String
+        var rest: Substring
+        if text.hasPrefix("mqtts://") {
+            scheme = "mqtts"
+            rest = text.dropFirst(8)
+        } else if text.hasPrefix("mqtt://") {
+            scheme = "mqtt"
+            rest = text.dropFirst(7)
+        } else {
+            throw .unsupportedScheme(text)
+        }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard !rest.contains("@") else { throw .credentialsInURL(text) }
+        guard !rest.contains("/"), !rest.contains("?"), !rest.contains("#") else { throw .pathInURL(text) }
+        var host: Substring
+        var portText: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw .invalidHost(text) }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw .invalidHost(text) }
+                portText = after.dropFirst()
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        } else {
+            host = rest
+        }
+        guard !host.isEmpty, !host.contains(" ") else { throw .invalidHost(text) }
+        var port = scheme == "mqtts" ? 8883 : 1883
+        if let portText {
+            guard let value = Int(portText), (1...65535).contains(value) else { throw .invalidPort(text) }
+            port = value
+        }
+        self.init(host: String(host), port: port, tls: scheme == "mqtts")
+    }
+}
+
+public enum BrokerAddressError: Error, Equatable, CustomStringConvertible {
+    case unsupportedScheme(String)
+    case credentialsInURL(String)
+    case pathInURL(String)
+    case invalidHost(String)
+    case invalidPort(String)
+
+    public var description: String {
+        switch self {
+        case let .unsupportedScheme(url): "broker '\(url)': the URL must start with mqtt:// or mqtts://"
+        case let .credentialsInURL(url):
+            "broker '\(url)': no user or password in the URL (Username= and PasswordCredential= instead)"
+        case let .pathInURL(url): "broker '\(url)': a broker URL has no path, query or fragment"
+        case let .invalidHost(url): "broker '\(url)': no valid host"
+        case let .invalidPort(url): "broker '\(url)': the port must be 1-65535"
+        }
+    }
+}
+
+/// The messages handed to a broker on one connection and not yet acknowledged, in the order they were
+/// sent. The outbox cursor may move to a message only once it and every message before it are
+/// acknowledged, whatever order the acknowledgements come in.
+public struct DeliveryWindow: Sendable, Equatable {
+    /// Most messages in flight at once.
+    public let capacity: Int
+    /// Sequence numbers sent, oldest first, with whether each is acknowledged.
+    private var inFlight: [(sequence: Int64, acknowledged: Bool)] = []
+    private var head = 0
+    /// The newest sequence number handed out: the next read of the outbox starts after it.
+    public private(set) var lastSent: Int64
+    /// Every message up to this one is acknowledged.
+    public private(set) var acknowledgedThrough: Int64
+
+    public init(capacity: Int, after acknowledged: Int64) {
+        self.capacity = max(1, capacity)
+        lastSent = acknowledged
+        acknowledgedThrough = acknowledged
+    }
+
+    public static func == (a: DeliveryWindow, b: DeliveryWindow) -> Bool {
+        a.capacity == b.capacity && a.lastSent == b.lastSent && a.acknowledgedThrough == b.acknowledgedThrough
+            && a.inFlight[a.head...].elementsEqual(b.inFlight[b.head...]) { $0 == $1 }
+    }
+
+    public var count: Int { inFlight.count - head }
+    public var room: Int { capacity - count }
+    public var isEmpty: Bool { count == 0 }
+
+    /// Records that `sequence` (greater than every one before) was handed to the broker.
+    public mutating func sent(_ sequence: Int64) {
+        precondition(sequence > lastSent, "messages are sent in order")
+        inFlight.append((sequence, false))
+        lastSent = sequence
+    }
+
+    /// Marks `sequence` acknowledged; returns the new `acknowledgedThrough` when it moved.
+    public mutating func acknowledge(_ sequence: Int64) -> Int64? {
+        guard let index = inFlight[head...].firstIndex(where: { $0.sequence == sequence }) else { return nil }
+        inFlight[index].acknowledged = true
+        let before = acknowledgedThrough
+        while head < inFlight.count, inFlight[head].acknowledged {
+            acknowledgedThrough = inFlight[head].sequence
+            head += 1
+        }
+        if head > 64, head * 2 > inFlight.count {
+            inFlight.removeFirst(head)
+            head = 0
+        }
+        return acknowledgedThrough == before ? nil : acknowledgedThrough
+    }
+
+    /// The messages in flight and not acknowledged, oldest first.
+    public var unacknowledged: [Int64] { inFlight[head...].filter { !$0.acknowledged }.map(\.sequence) }
+
+    /// Gives up on `sequence`, the next message after the cursor, with nothing in flight: the cursor moves
+    /// over it as if it were acknowledged (a message the broker will never take).
+    public mutating func skip(_ sequence: Int64) {
+        precondition(isEmpty && sequence > acknowledgedThrough, "only the next message, with nothing in flight")
+        acknowledgedThrough = sequence
+        lastSent = sequence
+    }
+
+    /// The connection is gone: whatever was not acknowledged is sent again, in order, from the cursor.
+    public mutating func restart() {
+        inFlight.removeAll(keepingCapacity: true)
+        head = 0
+        lastSent = acknowledgedThrough
+    }
+}
+
+/// Which broker of the list to try next, and after how long: a broker that fails hands over to the next
+/// one at once, and only once every broker failed in a row does the capped backoff apply.
+public struct BrokerRotation: Sendable, Equatable {
+    public let count: Int
+    public private(set) var index = 0
+    private var failuresInRow = 0
+    private var backoff: Backoff
+
+    public init(count: Int, backoff: Backoff = Backoff(initial: 500_000, maximum: 60_000_000)) {
+        self.count = max(1, count)
+        self.backoff = backoff
+    }
+
+    /// The broker at `index` failed (or dropped the connection): the next one to try and the delay in
+    /// microseconds before trying it.
+    public mutating func failed() -> (index: Int, delay: UInt64) {
+        failuresInRow += 1
+        index = (index + 1) % count
+        if failuresInRow < count { return (index, 0) }
+        return (index, backoff.next())
+    }
+
+    /// The broker at `index` accepted the connection: stay with it, and start the backoff over.
+    public mutating func connected() {
+        failuresInRow = 0
+        backoff.reset()
+    }
+}
+
+/// Finds a message the broker will never take: some brokers close the connection instead of refusing a
+/// message (mosquitto over TLS when its ACL denies a topic, AWS IoT on any unauthorized publish), and
+/// sending it again on every reconnect would hold up everything behind it forever.
+///
+/// After `suspicionThreshold` connections in a row that ended with messages in flight and nothing
+/// acknowledged, messages go one at a time (probing). A message that, alone in flight, is followed by the
+/// broker closing the connection within `quickClose` microseconds `strikes` times is skipped. A link that
+/// dies by itself is told apart by time: a partition ends a connection only at the keepalive. Probing ends
+/// with the skip, or once `probeLength` messages past its start are acknowledged.
+public struct PoisonMessageDetector: Sendable, Equatable {
+    public let suspicionThreshold: Int
+    public let strikes: Int
+    public let quickClose: UInt64
+    public let probeLength: Int64
+    private var stalledConnections = 0
+    public private(set) var isProbing = false
+    private var probeStart: Int64 = 0
+    private var suspect: Int64?
+    private var suspectStrikes = 0
+
+    public init(suspicionThreshold: Int = 2, strikes: Int = 3, quickClose: UInt64 = 3_000_000, probeLength: Int64 = 64)
+    {
+        self.suspicionThreshold = suspicionThreshold
+        self.strikes = strikes
+        self.quickClose = quickClose
+        self.probeLength = probeLength
+    }
+
+    /// Everything up to `sequence` is acknowledged.
+    public mutating func acknowledged(through sequence: Int64) {
+        if let suspect, suspect <= sequence {
+            self.suspect = nil
+            suspectStrikes = 0
+        }
+        if isProbing, sequence - probeStart >= probeLength, suspect == nil {
+            isProbing = false
+            stalledConnections = 0
+        }
+    }
+
+    /// A connection ended. `progressed`: something was acknowledged on it. `inFlight`: the messages
+    /// unacknowledged at the end, oldest first. `sinceLastSend`: microseconds from the newest send to the
+    /// end. `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
+    public mutating func connectionEnded(
+        progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, cursor: Int64
+    ) -> Int64? {
+        guard isProbing else {
+            if progressed || inFlight.isEmpty {
+                stalledConnections = 0
+            } else {
+                stalledConnections += 1
+                if stalledConnections >= suspicionThreshold {
+                    isProbing = true
+                    probeStart = cursor
+                }
+            }
+            return nil
+        }
+        guard inFlight.count == 1, sinceLastSend <= quickClose else { return nil }
+        let sequence = inFlight[0]
+        suspectStrikes = suspect == sequence ? suspectStrikes + 1 : 1
+        suspect = sequence
+        guard suspectStrikes >= strikes else { return nil }
+        suspect = nil
+        suspectStrikes = 0
+        isProbing = false
+        stalledConnections = 0
+        return sequence
+    }
+}

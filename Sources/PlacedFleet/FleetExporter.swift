@@ -1,0 +1,541 @@
+import PlacedCore
+import PlacedJSON
+import PlacedStore
+import PlacedSystem
+
+/// A visit as the fleet export publishes it: the daemon's visit record (varlink keys) and what OwnTracks
+/// needs beside it.
+public struct FleetVisit: Sendable, Equatable {
+    /// The varlink record of the visit (`VisitStarted` / `VisitEnded`).
+    public var record: [String: JSON]
+    /// The place the visit is at (selected during it, else the top one), for OwnTracks' `desc`.
+    public var placeName: String?
+    /// The visit's centre and its accuracy, the 95 % radius in metres.
+    public var coordinate: Coordinate
+    public var accuracy: Double?
+    /// Wall-clock start of the visit, seconds since the Unix epoch.
+    public var start: Double
+    /// The GPS time of the fix that started or ended it, when known.
+    public var gpsTime: Double?
+
+    public init(
+        record: [String: JSON], placeName: String?, coordinate: Coordinate, accuracy: Double?, start: Double,
+        gpsTime: Double?
+    ) {
+        self.record = record
+        self.placeName = placeName
+        self.coordinate = coordinate
+        self.accuracy = accuracy
+        self.start = start
+        self.gpsTime = gpsTime
+    }
+}
+
+/// The fleet export: events become outbox rows in the selection log's database, and the rows go to the
+/// brokers in order, over one MQTT connection at a time, driven by the daemon's event loop.
+///
+/// Topics (`<device>`: `DeviceId=`): `placed/<device>/marker` and `/visit` (every one), `/state`
+/// (retained: location, top place, open visit, marker, source), `/status` (`online` retained, and
+/// `offline` as the last will); with `OwnTracks=yes` also `owntracks/<user>/<device>` (`location`, on each
+/// move) and `owntracks/<user>/<device>/event` (`transition` on visits).
+public final class FleetExporter {
+    public let settings: FleetSettings
+    public let device: String
+    public let outbox: Outbox
+    private let loop: EventLoop
+    private let password: String?
+    private var rotation: BrokerRotation
+    private var connection: MQTTConnection?
+    private var window: DeliveryWindow
+    private var poison = PoisonMessageDetector()
+    /// The cursor when the current connection was accepted, and when it last sent a message.
+    private var cursorAtConnect: Int64 = 0
+    private var lastSendAt: UInt64 = 0
+    /// When the cursor last moved on this connection (or it was accepted).
+    private var lastProgressAt: UInt64 = 0
+    private var acknowledgementTimer: EventSource?
+    private var probingAnnounced = false
+    /// Message id → outbox sequence number, for this connection's messages in flight.
+    private var sequences: [Int32: Int64] = [:]
+    private var reconnectTimer: EventSource?
+    private var flushSource: EventSource?
+    private var cursorTimer: EventSource?
+    /// Messages acknowledged since the cursor was last written (still rows in the outbox).
+    private var uncommittedAcknowledgements = 0
+    /// Events waiting to be written (after the current loop iteration): updates, and visits (`durable`).
+    private var unwritten: [(Int64) -> Outbox.Message] = []
+    private var unwrittenDurable = false
+    /// What `placed/<device>/state` says now.
+    private var snapshot: [String: JSON] = [:]
+    private var cursorCommitted: Int64
+    private var unrecorded: Int64 = 0
+    private var rejected: Int64 = 0
+    private var lastDropLog: UInt64 = 0
+    private var lastFailure: String?
+    private var started = false
+    public private(set) var status: FleetStatus
+    /// Called when the state, the broker or the last error changes (for D-Bus PropertiesChanged).
+    public var onStatusChange: ((FleetStatus) -> Void)?
+
+    /// Reads the password credential and opens the outbox; connects only on `start()`.
+    public init(loop: EventLoop, settings: FleetSettings, selections: SelectionLog) throws(FleetError) {
+        guard settings.isEnabled else { throw .configuration("no Broker= configured") }
+        do {
+            try settings.validate()
+        } catch {
+            throw .configuration(error.description)
+        }
+        self.loop = loop
+        self.settings = settings
+        if let configured = settings.deviceID {
+            device = configured
+        } else {
+            device = try DeviceIdentity.machineSpecific()
+        }
+        if let name = settings.passwordCredential {
+            do {
+                password = try ServiceCredential.read(name)
+            } catch {
+                throw .credential("PasswordCredential=\(name): \(error)")
+            }
+        } else {
+            password = nil
+        }
+        do {
+            outbox = try Outbox(
+                log: selections, configuration: settings.configurationKey(device: device), limit: settings.backlog)
+        } catch {
+            throw .configuration("cannot open the outbox: \(error)")
+        }
+        rotation = BrokerRotation(count: settings.brokers.count)
+        window = DeliveryWindow(capacity: settings.inFlight, after: outbox.acknowledged)
+        cursorCommitted = outbox.acknowledged
+        status = FleetStatus(device: device)
+        refreshCounts()
+    }
+
+    deinit {
+        connection?.close()
+    }
+
+    // MARK: Topics
+
+    public var markerTopic: String { "placed/\(device)/marker" }
+    public var visitTopic: String { "placed/\(device)/visit" }
+    public var stateTopic: String { "placed/\(device)/state" }
+    public var statusTopic: String { "placed/\(device)/status" }
+    public var ownTracksTopic: String { "owntracks/\(settings.ownTracksUser)/\(device)" }
+    public var ownTracksEventTopic: String { ownTracksTopic + "/event" }
+
+    // MARK: Running
+
+    public func start() {
+        guard !started else { return }
+        started = true
+        Log.info(
+            "fleet: device \(device), \(settings.brokers.count) broker(s), \(outbox.count) event(s) in the outbox"
+                + (outbox.dropped > 0 ? ", \(outbox.dropped) dropped so far" : ""))
+        connect()
+    }
+
+    /// Publishes `offline` (a clean disconnect makes the broker discard the will), disconnects, and keeps
+    /// whatever is not acknowledged for the next start.
+    public func stop() {
+        guard started else { return }
+        started = false
+        writeUnwritten()
+        reconnectTimer = nil
+        if let connection, connection.isConnected {
+            _ = try? connection.publish(topic: statusTopic, payload: Array("offline".utf8), retain: true)
+        }
+        connection?.close()
+        connection = nil
+        commitCursor()
+        cursorTimer = nil
+        flushSource = nil
+        update(.stopped, broker: nil)
+    }
+
+    private func connect() {
+        reconnectTimer = nil
+        guard started else { return }
+        let broker = settings.brokers[rotation.index]
+        update(.connecting, broker: broker.description)
+        let options = MQTTConnection.Options(
+            clientID: "placed-\(device)", keepAlive: settings.keepAlive, protocolVersion: settings.protocolVersion,
+            username: settings.username, password: password, caFile: settings.caFile, certFile: settings.certFile,
+            keyFile: settings.keyFile, will: (statusTopic, Array("offline".utf8)),
+            maximumInFlight: settings.inFlight,
+            connectTimeout: UInt64(min(max(settings.keepAlive, 10), 30)) * 1_000_000)
+        do {
+            let connection = try MQTTConnection(loop: loop, broker: broker, options: options)
+            connection.onEvent = { [unowned self, unowned connection] event in handle(event, from: connection) }
+            self.connection = connection
+        } catch {
+            failed(error.description)
+        }
+    }
+
+    private func handle(_ event: MQTTConnection.Event, from source: MQTTConnection) {
+        guard source === connection else { return }
+        switch event {
+        case .connected:
+            rotation.connected()
+            lastFailure = nil
+            status.lastError = nil
+            Log.info("fleet: connected to \(source.broker), \(outbox.count) event(s) to send")
+            window = DeliveryWindow(
+                capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
+            cursorAtConnect = window.acknowledgedThrough
+            lastProgressAt = loop.now
+            if poison.isProbing, !probingAnnounced {
+                probingAnnounced = true
+                Log.warning(
+                    "fleet: the last connections ended with nothing acknowledged: sending one event at a time, "
+                        + "to find one the broker will not take")
+            }
+            _ = try? source.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
+            update(.connected, broker: source.broker.description)
+            pump()
+        case let .acknowledged(mid, reason):
+            guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
+            if reason >= 0x80 { refused(sequence, reason: reason) }
+            let inFlight = window.count
+            defer { uncommittedAcknowledgements += inFlight - window.count }
+            if let through = window.acknowledge(sequence) {
+                poison.acknowledged(through: through)
+                lastProgressAt = loop.now
+                if !poison.isProbing { probingAnnounced = false }
+            }
+            scheduleFlush()
+        case let .disconnected(reason, tls):
+            connection = nil
+            sequences.removeAll()
+            let unacknowledged = window.unacknowledged
+            let progressed = window.acknowledgedThrough > cursorAtConnect
+            window.restart()
+            if status.state == .connected,
+                let skip = poison.connectionEnded(
+                    progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
+                    cursor: window.acknowledgedThrough)
+            {
+                window.skip(skip)
+                uncommittedAcknowledgements += 1
+                rejected += 1
+                status.rejected = rejected
+                Log.error(
+                    "fleet: \(source.broker) closed the connection each time event "
+                        + "\(FleetPayload.messageID(device: device, sequence: skip)) was sent alone: skipped, "
+                        + "counted as refused (an ACL denying its topic?)")
+                scheduleFlush()
+            }
+            failed("\(source.broker): \(reason)", tls: tls)
+        }
+    }
+
+    /// `tls`: the TLS handshake failed, as when the broker's certificate is not trusted: an error.
+    private func failed(_ reason: String, tls: Bool = false) {
+        connection = nil
+        let quiet = reason == lastFailure
+        lastFailure = reason
+        status.lastError = reason
+        let (_, delay) = rotation.failed()
+        let next = settings.brokers[rotation.index]
+        let plan = delay == 0 ? "trying \(next) now" : "retrying \(next) in \(Self.seconds(delay)) s"
+        Log.log(
+            tls ? .error : (quiet ? .debug : .warning),
+            "fleet: \(reason); \(plan) (\(outbox.count) event(s) waiting)")
+        guard started else { return }
+        update(delay == 0 ? .connecting : .backoff, broker: next.description)
+        if delay == 0 {
+            // Not from inside the failing connection's own call chain: on the next iteration.
+            reconnectTimer = try? loop.onNextIteration { [unowned self] in connect() }
+        } else {
+            reconnectTimer = try? loop.after(delay) { [unowned self] in connect() }
+        }
+    }
+
+    private func refused(_ sequence: Int64, reason: Int32) {
+        rejected += 1
+        status.rejected = rejected
+        Log.error(
+            "fleet: the broker refused event \(FleetPayload.messageID(device: device, sequence: sequence)) "
+                + "(MQTT reason 0x\(String(reason, radix: 16))): it is not sent again")
+    }
+
+    // MARK: Sending
+
+    /// Hands the broker what the outbox holds after the last message sent, while the window has room.
+    private func pump() {
+        guard let connection, connection.isConnected else { return }
+        while window.room > 0 {
+            let asked = window.room
+            let entries: [Outbox.Entry]
+            do {
+                entries = try outbox.pending(after: window.lastSent, limit: asked)
+            } catch {
+                note("cannot read the outbox: \(error)")
+                return
+            }
+            for entry in entries {
+                do {
+                    let mid = try connection.publish(
+                        topic: entry.message.topic, payload: entry.message.payload, retain: entry.message.retained)
+                    window.sent(entry.sequence)
+                    sequences[mid] = entry.sequence
+                    lastSendAt = loop.now
+                } catch .notConnected {
+                    return
+                } catch {
+                    // This message cannot be sent at all (too large for the broker, say): skip it.
+                    window.sent(entry.sequence)
+                    _ = window.acknowledge(entry.sequence)
+                    rejected += 1
+                    status.rejected = rejected
+                    Log.error("fleet: event \(entry.sequence) not sent: \(error)")
+                }
+            }
+            if entries.count < asked { break }
+        }
+        status.inFlight = window.count
+        if !window.isEmpty, acknowledgementTimer == nil { watchAcknowledgements(after: acknowledgementTimeout) }
+    }
+
+    /// A broker that keeps the connection (answering pings) but acknowledges nothing, such as a cluster
+    /// node whose storage lost its leader, would hold the messages in flight forever: MQTT resends only on
+    /// a new connection. After `acknowledgementTimeout` without a PUBACK the connection is given up, and
+    /// the next broker gets everything unacknowledged.
+    private func watchAcknowledgements(after delay: UInt64) {
+        acknowledgementTimer = try? loop.after(delay) { [unowned self] in
+            acknowledgementTimer = nil
+            guard let connection, connection.isConnected, !window.isEmpty else { return }
+            let waited = loop.now &- lastProgressAt
+            if waited >= acknowledgementTimeout {
+                connection.abandon("no PUBACK for \(Self.seconds(waited)) s with \(window.count) message(s) in flight")
+            } else {
+                watchAcknowledgements(after: acknowledgementTimeout - waited)
+            }
+        }
+    }
+
+    /// Two keepalives, at least 10 s.
+    private var acknowledgementTimeout: UInt64 { UInt64(max(2 * settings.keepAlive, 10)) * 1_000_000 }
+
+    /// Once per loop iteration: write the events that came in, send more, and have the cursor follow
+    /// what was acknowledged.
+    private func scheduleFlush() {
+        guard flushSource == nil else { return }
+        flushSource = try? loop.onNextIteration { [unowned self] in
+            flushSource = nil
+            writeUnwritten()
+            pump()
+            scheduleCursorCommit()
+            refreshCounts()
+        }
+    }
+
+    /// The cursor is written at most every half second: on flash storage each write wears the medium, and
+    /// a cursor a moment behind only means those messages are sent again after a crash.
+    private func scheduleCursorCommit() {
+        guard window.acknowledgedThrough > cursorCommitted, cursorTimer == nil else { return }
+        cursorTimer = try? loop.after(Self.cursorInterval) { [unowned self] in
+            cursorTimer = nil
+            commitCursor()
+            refreshCounts()
+        }
+    }
+
+    static let cursorInterval: UInt64 = 500_000
+
+    private func commitCursor() {
+        let through = window.acknowledgedThrough
+        guard through > cursorCommitted else { return }
+        do {
+            try outbox.acknowledge(through: through)
+            cursorCommitted = through
+            uncommittedAcknowledgements = 0
+        } catch {
+            // Kept in memory; written with the next acknowledgement. Lost at a crash, it only means
+            // those messages are sent again.
+            note("cannot move the outbox cursor: \(error)")
+        }
+    }
+
+    /// After `SelectionLog.reopen()` made a read-only log writable: the outbox is read again from the new
+    /// connection.
+    public func selectionLogReopened() {
+        do {
+            try outbox.load()
+            if outbox.acknowledged > window.acknowledgedThrough, window.isEmpty {
+                window = DeliveryWindow(capacity: window.capacity, after: outbox.acknowledged)
+            }
+            cursorCommitted = outbox.acknowledged
+            uncommittedAcknowledgements = 0
+            refreshCounts()
+            scheduleFlush()
+        } catch {
+            note("cannot read the outbox: \(error)")
+        }
+    }
+
+    // MARK: Events (from the daemon)
+
+    /// Records `marker` in the selection log with its outbox rows (`marker`, and `state` with the new
+    /// marker), in one transaction: a selection the user saw acknowledged is always exported.
+    /// `record`: the daemon's varlink record of the recorded marker.
+    public func append(
+        _ marker: Marker, to selections: SelectionLog, record: (Marker) -> [String: JSON]
+    ) throws(SelectionLogError) -> Marker {
+        let before = snapshot
+        writeUnwritten()  // the rows before it keep their order
+        let stamp = FleetStamp.now(gpsTime: marker.location.time)
+        do {
+            let recorded = try selections.append(marker) { recorded in
+                let markerRecord = record(recorded)
+                snapshot["marker"] = .object(markerRecord)
+                try outbox.append([
+                    message(.marker, topic: markerTopic, record: markerRecord, stamp: stamp),
+                    stateMessage(stamp),
+                ])
+            }
+            scheduleFlush()
+            return recorded
+        } catch {
+            snapshot = before
+            try? outbox.load()  // the rows counted went with the rollback
+            throw error
+        }
+    }
+
+    /// A move, after its ranking: the state (location, top place) and, with OwnTracks, a location.
+    /// `location`: the varlink location record; `top`: the first place of the ranking, if any.
+    public func moved(to fix: Fix, location: [String: JSON], top: [String: JSON]?) {
+        snapshot["location"] = .object(location)
+        snapshot["top"] = top.map(JSON.object) ?? .null
+        let stamp = FleetStamp.now(gpsTime: fix.time)
+        enqueue(stateMessage(stamp), durable: false)
+        if settings.ownTracks {
+            let tid = FleetPayload.trackerID(device: device)
+            enqueue(
+                { [device, ownTracksTopic] sequence in
+                    Outbox.Message(
+                        kind: .location, topic: ownTracksTopic,
+                        payload: FleetPayload.ownTracksLocation(
+                            fix: fix, tid: tid, id: FleetPayload.messageID(device: device, sequence: sequence),
+                            stamp: stamp),
+                        retained: true, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
+                        clockSynchronized: stamp.clockSynchronized)
+                }, durable: false)
+        }
+    }
+
+    /// The location source's state changed (`SourceState`: connecting, no-fix, fix, stale, static).
+    public func sourceChanged(_ state: String) {
+        snapshot["source"] = .string(state)
+        enqueue(stateMessage(.now()), durable: false)
+    }
+
+    public func visitStarted(_ visit: FleetVisit) { visited(visit, event: .enter) }
+
+    public func visitEnded(_ visit: FleetVisit) { visited(visit, event: .leave) }
+
+    private func visited(_ visit: FleetVisit, event: FleetPayload.TransitionEvent) {
+        let stamp = FleetStamp.now(gpsTime: visit.gpsTime)
+        var record = visit.record
+        record["event"] = .string(event == .enter ? "started" : "ended")
+        snapshot["visit"] = event == .enter ? .object(visit.record) : .null
+        enqueue(message(.visit, topic: visitTopic, record: record, stamp: stamp), durable: true)
+        enqueue(stateMessage(stamp), durable: true)
+        if settings.ownTracks {
+            let tid = FleetPayload.trackerID(device: device)
+            enqueue(
+                { [device, ownTracksEventTopic] sequence in
+                    Outbox.Message(
+                        kind: .visit, topic: ownTracksEventTopic,
+                        payload: FleetPayload.ownTracksTransition(
+                            event, place: visit.placeName ?? "", coordinate: visit.coordinate,
+                            accuracy: visit.accuracy, visitStart: visit.start, tid: tid,
+                            id: FleetPayload.messageID(device: device, sequence: sequence), stamp: stamp),
+                        retained: false, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
+                        clockSynchronized: stamp.clockSynchronized)
+                }, durable: true)
+        }
+    }
+
+    private func message(
+        _ kind: Outbox.Kind, topic: String, record: [String: JSON], stamp: FleetStamp, retained: Bool = false
+    ) -> (Int64) -> Outbox.Message {
+        { [device] sequence in
+            Outbox.Message(
+                kind: kind, topic: topic,
+                payload: FleetPayload.placed(
+                    type: kind.rawValue, record: record, device: device, sequence: sequence, stamp: stamp),
+                retained: retained, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
+                clockSynchronized: stamp.clockSynchronized)
+        }
+    }
+
+    /// `placed/<device>/state` as the snapshot stands now, retained.
+    private func stateMessage(_ stamp: FleetStamp) -> (Int64) -> Outbox.Message {
+        message(.state, topic: stateTopic, record: snapshot, stamp: stamp, retained: true)
+    }
+
+    /// Writes happen after the current loop iteration, in one transaction: a move's broadcast never
+    /// waits for the disk.
+    private func enqueue(_ build: @escaping (Int64) -> Outbox.Message, durable: Bool) {
+        unwritten.append(build)
+        unwrittenDurable = unwrittenDurable || durable
+        scheduleFlush()
+    }
+
+    private func writeUnwritten() {
+        guard !unwritten.isEmpty else { return }
+        let builds = unwritten
+        let durable = unwrittenDurable
+        unwritten = []
+        unwrittenDurable = false
+        do {
+            let appended = try outbox.append(durable: durable, builds)
+            if appended.dropped > 0 { droppedUpdates(appended.dropped) }
+        } catch {
+            // A full or read-only disk: the events are lost, counted and reported; ranking goes on.
+            unrecorded += Int64(builds.count)
+            note("\(builds.count) event(s) not recorded: \(error)")
+        }
+    }
+
+    private func droppedUpdates(_ count: Int) {
+        let now = loop.now
+        guard lastDropLog == 0 || now &- lastDropLog >= 60_000_000 else { return }
+        lastDropLog = now
+        Log.warning(
+            "fleet: the outbox holds \(settings.backlog) events (Backlog=): dropped the oldest \(count) "
+                + "location/state update(s), \(outbox.dropped) in all; markers and visits are kept")
+    }
+
+    // MARK: Status
+
+    private func note(_ error: String) {
+        status.lastError = error
+        Log.error("fleet: \(error)")
+        onStatusChange?(status)
+    }
+
+    private func update(_ state: FleetStatus.State, broker: String?) {
+        refreshCounts()
+        guard state != status.state || broker != status.broker else { return }
+        status.state = state
+        status.broker = broker
+        onStatusChange?(status)
+    }
+
+    private func refreshCounts() {
+        status.backlog = max(0, outbox.count - uncommittedAcknowledgements)
+        status.acknowledged = max(outbox.acknowledged, window.acknowledgedThrough)
+        status.inFlight = window.count
+        status.dropped = outbox.dropped + unrecorded
+        status.rejected = rejected
+    }
+
+    static func seconds(_ microseconds: UInt64) -> String { (Double(microseconds) / 1e6).formatted(decimals: 1) }
+}

@@ -1,0 +1,388 @@
+import CMosquitto
+import CSystemd
+import PlacedCore
+import PlacedSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One MQTT connection to one broker through libmosquitto, driven by the daemon's event loop: the
+/// library's socket is an I/O source (EPOLLOUT only while libmosquitto has output queued), and a timer at
+/// the keepalive interval runs `mosquitto_loop_misc` for pings. No libmosquitto thread, and while idle no
+/// wake-up but that timer and the broker's ping reply.
+///
+/// A connection is used once: when it fails it reports `disconnected` and the owner makes a new one
+/// (so nothing libmosquitto kept for the old one is sent twice). libmosquitto's callbacks only record
+/// what happened; the owner hears of it after the library call returns, never from inside it.
+final class MQTTConnection {
+    struct Options {
+        var clientID: String
+        var keepAlive: Int
+        var protocolVersion: MQTTProtocolVersion
+        var username: String?
+        var password: String?
+        var caFile: String?
+        var certFile: String?
+        var keyFile: String?
+        var will: (topic: String, payload: [UInt8])?
+        /// Most QoS 1 messages libmosquitto keeps unacknowledged before it queues more.
+        var maximumInFlight: Int
+        /// How long the broker has to accept the connection (TCP, TLS, CONNACK), microseconds.
+        var connectTimeout: UInt64
+    }
+
+    enum Event {
+        /// The broker accepted the connection (CONNACK success).
+        case connected
+        /// PUBACK for message `mid`; `reason` is the MQTT 5 reason code (0 with MQTT 3.1.1).
+        case acknowledged(mid: Int32, reason: Int32)
+        /// The connection is over; `reason` says why, for the log and the status. `tls`: the TLS handshake
+        /// failed (the broker's certificate is not trusted, say).
+        case disconnected(reason: String, tls: Bool)
+    }
+
+    let broker: BrokerAddress
+    private let loop: EventLoop
+    private let options: Options
+    private var handle: OpaquePointer?
+    private var io: EventSource?
+    private var interest: IOEvents = []
+    private var keepAliveTimer: EventSource?
+    private var connectTimer: EventSource?
+    private var deferredDelivery: EventSource?
+    /// What libmosquitto's callbacks recorded during the current library call.
+    private var events: [Event] = []
+    /// The last error libmosquitto logged (an OpenSSL verification failure, say), for the reason.
+    private var lastLibraryError: String?
+    private var tlsFailed = false
+    private(set) var isConnected = false
+    private(set) var isClosed = false
+    /// Hears every event, after the libmosquitto call that caused it has returned.
+    var onEvent: (Event) -> Void = { _ in }
+
+    /// Starts connecting; failures to even start are thrown (bad TLS files, no socket). The host name is
+    /// resolved by libmosquitto (getaddrinfo): an IP address or a host in /etc/hosts never waits on DNS.
+    init(loop: EventLoop, broker: BrokerAddress, options: Options) throws(FleetError) {
+        self.loop = loop
+        self.broker = broker
+        self.options = options
+        MQTTLibrary.initialize()
+        guard let handle = mosquitto_new(options.clientID, false, nil) else {
+            throw .client("mosquitto_new: \(String(cString: strerror(errno)))")
+        }
+        self.handle = handle
+        mosquitto_user_data_set(handle, Unmanaged.passUnretained(self).toOpaque())
+        do throws(FleetError) {
+            try configure(handle)
+            try startConnecting(handle)
+        } catch {
+            destroy()
+            throw error
+        }
+    }
+
+    deinit { destroy() }
+
+    // MARK: Set-up
+
+    private func configure(_ handle: OpaquePointer) throws(FleetError) {
+        let version = options.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        try check(mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        try check(mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1), "TCP_NODELAY")
+        try check(
+            mosquitto_max_inflight_messages_set(handle, UInt32(options.maximumInFlight)), "max inflight messages")
+        if let will = options.will {
+            try check(
+                will.payload.withUnsafeBytes {
+                    mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
+                }, "last will")
+        }
+        if let username = options.username {
+            try check(mosquitto_username_pw_set(handle, username, options.password), "username")
+        }
+        if broker.tls {
+            // Without CAFile=, the system's trusted CAs. An encrypted key file gets no password: the
+            // callback answers at once instead of libmosquitto prompting on a terminal.
+            let rc = mosquitto_tls_set(
+                handle, options.caFile, options.caFile == nil ? "/etc/ssl/certs" : nil, options.certFile,
+                options.keyFile, { _, _, _, _ in 0 })
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                throw .configuration(
+                    "TLS files (CAFile=\(options.caFile ?? "-"), CertFile=\(options.certFile ?? "-"), "
+                        + "KeyFile=\(options.keyFile ?? "-")) cannot be used: \(MQTTLibrary.describe(rc))")
+            }
+            // Verify the broker's certificate chain and its host name; nothing weaker is offered.
+            try check(mosquitto_tls_opts_set(handle, 1, nil, nil), "TLS options")
+            try check(mosquitto_tls_insecure_set(handle, false), "TLS host name check")
+        }
+        mosquitto_connect_v5_callback_set(handle) { _, context, rc, _, _ in
+            MQTTConnection.from(context).connectAcknowledged(rc)
+        }
+        mosquitto_publish_v5_callback_set(handle) { _, context, mid, reason, _ in
+            MQTTConnection.from(context).events.append(.acknowledged(mid: mid, reason: reason))
+        }
+        mosquitto_disconnect_v5_callback_set(handle) { _, context, rc, _ in
+            MQTTConnection.from(context).libraryDisconnected(rc)
+        }
+        mosquitto_log_callback_set(handle) { _, context, level, message in
+            guard level == MOSQ_LOG_ERR || level == MOSQ_LOG_WARNING, let message else { return }
+            MQTTConnection.from(context).lastLibraryError = String(cString: message)
+        }
+        if options.protocolVersion == .v5 { try setSessionExpiry(handle) }
+    }
+
+    /// MQTT 5 ends a session at disconnect unless CONNECT carries a session expiry interval: ask for one
+    /// that never ends, so the session persists as with MQTT 3.1.1 and clean session off.
+    ///
+    /// libmosquitto 2.0 takes CONNECT properties only through the blocking `mosquitto_connect_bind_v5`.
+    /// Called with port -1 it stores them and fails its argument check before opening any socket; the
+    /// non-blocking `mosquitto_connect_async` then sends the stored properties.
+    private func setSessionExpiry(_ handle: OpaquePointer) throws(FleetError) {
+        var properties: OpaquePointer?
+        defer { mosquitto_property_free_all(&properties) }
+        try check(
+            mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), .max),
+            "session expiry property")
+        let rc = mosquitto_connect_bind_v5(handle, broker.host, -1, Int32(options.keepAlive), nil, properties)
+        guard rc == MOSQ_ERR_INVAL.rawValue else { throw .client("storing CONNECT properties: unexpected \(rc)") }
+    }
+
+    private func startConnecting(_ handle: OpaquePointer) throws(FleetError) {
+        let rc = mosquitto_connect_async(handle, broker.host, Int32(broker.port), Int32(options.keepAlive))
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            throw .connect(broker: broker.description, reason: reason(for: rc, errno: errno))
+        }
+        let fd = mosquitto_socket(handle)
+        guard fd >= 0 else { throw .connect(broker: broker.description, reason: "no socket") }
+        // libmosquitto opens it without SOCK_CLOEXEC. A child that inherited it would keep the socket open
+        // after libmosquitto closes it, and with it sd-event's epoll registration of a source long freed.
+        _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
+        // Data the broker has not acknowledged after one keepalive ends the connection: a link cut while
+        // publishing is noticed then, not after the keepalive's ping and its wait for a reply.
+        var timeout = UInt32(options.keepAlive * 1000)
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, &timeout, socklen_t(MemoryLayout<UInt32>.size))
+        do {
+            io = try loop.onIO(fd: fd, events: wantedEvents()) { [unowned self] revents in handleIO(revents) }
+            interest = wantedEvents()
+            connectTimer = try loop.after(options.connectTimeout) { [unowned self] in
+                withExtendedLifetime(self) {
+                    fail("no CONNACK within \(options.connectTimeout / 1_000_000) s")
+                    deliver()
+                }
+            }
+        } catch {
+            throw .client("cannot watch the MQTT socket: \(error)")
+        }
+    }
+
+    // MARK: Use
+
+    /// Queues a QoS 1 message; returns its message id, whose PUBACK comes as `acknowledged`.
+    func publish(topic: String, payload: [UInt8], retain: Bool) throws(FleetError) -> Int32 {
+        guard let handle, !isClosed else { throw .notConnected }
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes {
+            mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain)
+        }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            let reason = reason(for: rc, errno: errno)
+            // A write error inside publish means the link is gone; anything else is this message's.
+            if rc == MOSQ_ERR_ERRNO.rawValue || rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
+                fail(reason)
+                deliverSoon()
+                throw .notConnected
+            }
+            throw .publish(topic: topic, reason: reason)
+        }
+        updateInterest()
+        return mid
+    }
+
+    /// Gives the connection up (the owner found it useless): reported as `disconnected` on the next loop
+    /// iteration, as any failure.
+    func abandon(_ reason: String) {
+        fail(reason)
+        deliverSoon()
+    }
+
+    /// Says goodbye: queues DISCONNECT and writes what it can without waiting. A clean disconnect makes the
+    /// broker discard the last will, so the owner publishes `offline` itself first.
+    func close() {
+        guard let handle, !isClosed else { return }
+        if isConnected {
+            mosquitto_disconnect(handle)
+            _ = mosquitto_loop_write(handle, 1)
+        }
+        isClosed = true
+        isConnected = false
+        destroy()
+    }
+
+    // MARK: Driving libmosquitto
+
+    private func handleIO(_ revents: IOEvents) {
+        // The owner may drop this connection when it hears of the failure: live until the end of the call.
+        withExtendedLifetime(self) { drive(revents) }
+    }
+
+    private func drive(_ revents: IOEvents) {
+        guard let handle, !isClosed else { return }
+        var rc = MOSQ_ERR_SUCCESS.rawValue
+        // Until CONNACK the TLS handshake may be going on, which libmosquitto advances from its read
+        // call whichever way the socket became ready.
+        let readable = !revents.isDisjoint(with: [.readable, .error, .hangUp])
+        if readable || !isConnected { rc = mosquitto_loop_read(handle, 1) }
+        if rc == MOSQ_ERR_SUCCESS.rawValue, !isClosed, mosquitto_socket(handle) >= 0,
+            revents.contains(.writable)
+        {
+            rc = mosquitto_loop_write(handle, 1)
+        }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            fail(reason(for: rc, errno: errno))
+        } else if mosquitto_socket(handle) < 0 {
+            fail(reason(for: MOSQ_ERR_CONN_LOST.rawValue, errno: 0))
+        } else {
+            updateInterest()
+        }
+        deliver()
+    }
+
+    /// At the keepalive interval: libmosquitto sends PINGREQ when nothing went out for that long, and gives
+    /// up on a broker whose PINGRESP has not come by the next turn.
+    private func keepAliveTick() {
+        withExtendedLifetime(self) { ping() }
+    }
+
+    private func ping() {
+        guard let handle, !isClosed else { return }
+        let rc = mosquitto_loop_misc(handle)
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            fail(
+                rc == MOSQ_ERR_KEEPALIVE.rawValue
+                    ? "no reply from the broker within the keepalive" : reason(for: rc, errno: errno))
+        } else {
+            updateInterest()
+            try? keepAliveTimer?.schedule(after: keepAliveInterval)
+        }
+        deliver()
+    }
+
+    private var keepAliveInterval: UInt64 { UInt64(options.keepAlive) * 1_000_000 }
+
+    private func wantedEvents() -> IOEvents {
+        guard let handle else { return [] }
+        return mosquitto_want_write(handle) ? [.readable, .writable] : .readable
+    }
+
+    private func updateInterest() {
+        let wanted = wantedEvents()
+        guard wanted != interest else { return }
+        interest = wanted
+        try? io?.setIOEvents(wanted)
+    }
+
+    private func connectAcknowledged(_ rc: Int32) {
+        guard rc == 0 else {
+            let text =
+                options.protocolVersion == .v5
+                ? String(cString: mosquitto_reason_string(rc)) : String(cString: mosquitto_connack_string(rc))
+            fail("the broker refused the connection: \(text)")
+            return
+        }
+        isConnected = true
+        connectTimer = nil
+        keepAliveTimer = try? loop.after(keepAliveInterval) { [unowned self] in keepAliveTick() }
+        events.append(.connected)
+    }
+
+    private func libraryDisconnected(_ rc: Int32) {
+        fail(rc == 0 ? "disconnected" : reason(for: rc, errno: errno))
+    }
+
+    /// Ends the connection once: stops watching the socket and records why. It may run inside a
+    /// libmosquitto callback, so the owner hears of it only from `deliver`, and the library object goes
+    /// only when the owner drops this connection.
+    private func fail(_ reason: String) {
+        guard !isClosed else { return }
+        isClosed = true
+        isConnected = false
+        try? io?.setEnabled(false)
+        keepAliveTimer = nil
+        connectTimer = nil
+        events.append(.disconnected(reason: reason, tls: tlsFailed))
+    }
+
+    /// Tells the owner what the last library calls recorded; called once they have returned.
+    private func deliver() {
+        deferredDelivery = nil
+        while !events.isEmpty {
+            onEvent(events.removeFirst())
+        }
+    }
+
+    /// For a failure found inside `publish`: the owner hears of it on the next loop iteration, not in the
+    /// middle of its own call.
+    private func deliverSoon() {
+        guard deferredDelivery == nil else { return }
+        deferredDelivery = try? loop.onNextIteration { [unowned self] in withExtendedLifetime(self) { deliver() } }
+    }
+
+    private func destroy() {
+        io = nil
+        deferredDelivery = nil
+        keepAliveTimer = nil
+        connectTimer = nil
+        if let handle { mosquitto_destroy(handle) }
+        handle = nil
+    }
+
+    // MARK: Errors
+
+    private func check(_ rc: Int32, _ what: String) throws(FleetError) {
+        if rc != MOSQ_ERR_SUCCESS.rawValue { throw .client("\(what): \(MQTTLibrary.describe(rc))") }
+    }
+
+    /// libmosquitto's error, with errno for system errors and libmosquitto's own last log line (where
+    /// OpenSSL's verification failure is told) when it has one.
+    private func reason(for rc: Int32, errno: Int32) -> String {
+        var text =
+            rc == MOSQ_ERR_ERRNO.rawValue && errno != 0
+            ? String(cString: strerror(errno)) : MQTTLibrary.describe(rc)
+        if rc == MOSQ_ERR_EAI.rawValue {
+            text = "cannot resolve \(broker.host): \(String(cString: gai_strerror(errno)))"
+        }
+        if rc == MOSQ_ERR_TLS.rawValue || rc == MOSQ_ERR_TLS_HANDSHAKE.rawValue
+            || (broker.tls && rc == MOSQ_ERR_ERRNO.rawValue && errno == EPROTO)
+        {
+            tlsFailed = true
+            text = "TLS: " + text
+            if let detail = lastLibraryError { text += " (\(detail))" }
+        }
+        return text
+    }
+
+    private static func from(_ context: UnsafeMutableRawPointer?) -> MQTTConnection {
+        Unmanaged<MQTTConnection>.fromOpaque(context!).takeUnretainedValue()
+    }
+}
+
+/// libmosquitto's process-wide set-up, done once.
+enum MQTTLibrary {
+    private static let initialized: Bool = {
+        mosquitto_lib_init()
+        return true
+    }()
+
+    static func initialize() { _ = initialized }
+
+    static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
+
+    static var version: String {
+        var major: Int32 = 0
+        var minor: Int32 = 0
+        var revision: Int32 = 0
+        mosquitto_lib_version(&major, &minor, &revision)
+        return "\(major).\(minor).\(revision)"
+    }
+}

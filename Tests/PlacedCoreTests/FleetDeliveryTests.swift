@@ -1,0 +1,141 @@
+import Testing
+
+@testable import PlacedCore
+
+@Suite struct BrokerAddressTests {
+    @Test func parsesSchemesHostsAndPorts() throws {
+        #expect(
+            try BrokerAddress(parsing: "mqtt://broker.example")
+                == BrokerAddress(host: "broker.example", port: 1883, tls: false))
+        #expect(
+            try BrokerAddress(parsing: "mqtts://10.0.0.5") == BrokerAddress(host: "10.0.0.5", port: 8883, tls: true))
+        #expect(
+            try BrokerAddress(parsing: "mqtt://127.0.0.1:18830/")
+                == BrokerAddress(host: "127.0.0.1", port: 18830, tls: false))
+        #expect(
+            try BrokerAddress(parsing: "mqtts://[fd00::1]:9883")
+                == BrokerAddress(host: "fd00::1", port: 9883, tls: true))
+        #expect(try BrokerAddress(parsing: "mqtts://[fd00::1]:9883").description == "mqtts://[fd00::1]:9883")
+        #expect(try BrokerAddress(parsing: "mqtt://a").description == "mqtt://a:1883")
+    }
+
+    @Test func refusesWhatIsNotABrokerURL() {
+        #expect(throws: BrokerAddressError.unsupportedScheme("http://a")) { try BrokerAddress(parsing: "http://a") }
+        #expect(throws: BrokerAddressError.unsupportedScheme("a:1883")) { try BrokerAddress(parsing: "a:1883") }
+        #expect(throws: BrokerAddressError.credentialsInURL("mqtt://u:p@a")) {
+            try BrokerAddress(parsing: "mqtt://u:p@a")
+        }
+        #expect(throws: BrokerAddressError.pathInURL("mqtt://a/b")) { try BrokerAddress(parsing: "mqtt://a/b") }
+        #expect(throws: BrokerAddressError.invalidPort("mqtt://a:0")) { try BrokerAddress(parsing: "mqtt://a:0") }
+        #expect(throws: BrokerAddressError.invalidPort("mqtt://a:65536")) {
+            try BrokerAddress(parsing: "mqtt://a:65536")
+        }
+        #expect(throws: BrokerAddressError.invalidPort("mqtt://a:")) { try BrokerAddress(parsing: "mqtt://a:") }
+        #expect(throws: BrokerAddressError.invalidHost("mqtt://")) { try BrokerAddress(parsing: "mqtt://") }
+        #expect(throws: BrokerAddressError.invalidHost("mqtt://[::1")) { try BrokerAddress(parsing: "mqtt://[::1") }
+    }
+}
+
+@Suite struct DeliveryWindowTests {
+    @Test func theCursorMovesOnlyOverAnUnbrokenRunOfAcknowledgements() {
+        var window = DeliveryWindow(capacity: 4, after: 10)
+        for sequence: Int64 in [11, 12, 14, 15] { window.sent(sequence) }  // 13 was dropped from the outbox
+        #expect(window.room == 0 && window.lastSent == 15)
+        #expect(window.acknowledge(12) == nil, "11 is still out")
+        #expect(window.acknowledge(15) == nil)
+        #expect(window.acknowledge(11) == 12)
+        #expect(window.unacknowledged == [14])
+        #expect(window.acknowledge(14) == 15)
+        #expect(window.isEmpty && window.acknowledgedThrough == 15)
+        #expect(window.acknowledge(99) == nil, "an id of no message in flight changes nothing")
+    }
+
+    @Test func aLostConnectionSendsAgainFromTheCursor() {
+        var window = DeliveryWindow(capacity: 8, after: 0)
+        for sequence: Int64 in 1...6 { window.sent(sequence) }
+        _ = window.acknowledge(1)
+        _ = window.acknowledge(2)
+        _ = window.acknowledge(4)
+        window.restart()
+        #expect(window.isEmpty && window.lastSent == 2 && window.acknowledgedThrough == 2)
+        window.skip(3)
+        #expect(window.acknowledgedThrough == 3 && window.lastSent == 3)
+    }
+
+    @Test func manyMessagesKeepTheWindowSmall() {
+        var window = DeliveryWindow(capacity: 64, after: 0)
+        var next: Int64 = 1
+        for _ in 0..<10_000 {
+            while window.room > 0 {
+                window.sent(next)
+                next += 1
+            }
+            _ = window.acknowledge(window.unacknowledged[0])
+        }
+        #expect(window.acknowledgedThrough == 10_000 && window.count == 63)
+    }
+}
+
+@Suite struct BrokerRotationTests {
+    @Test func failsOverAtOnceAndBacksOffOnlyWhenEveryBrokerFailed() {
+        var rotation = BrokerRotation(count: 3, backoff: Backoff(initial: 100, maximum: 250))
+        #expect(rotation.index == 0)
+        #expect(rotation.failed() == (1, 0))
+        #expect(rotation.failed() == (2, 0))
+        #expect(rotation.failed() == (0, 100), "all three failed: back off")
+        #expect(rotation.failed() == (1, 200))
+        #expect(rotation.failed() == (2, 250), "capped")
+        rotation.connected()
+        #expect(rotation.failed() == (0, 0), "the one we were on failed: the next one at once")
+    }
+
+    @Test func aSingleBrokerBacksOffEachTime() {
+        var rotation = BrokerRotation(count: 1, backoff: Backoff(initial: 100, maximum: 1000))
+        #expect(rotation.failed() == (0, 100))
+        #expect(rotation.failed() == (0, 200))
+    }
+}
+
+@Suite struct PoisonMessageDetectorTests {
+    @Test func findsTheMessageABrokerAnswersByClosing() {
+        var detector = PoisonMessageDetector(suspicionThreshold: 2, strikes: 3, quickClose: 1_000)
+        // Two connections close with a window in flight and nothing acknowledged: send one at a time.
+        #expect(detector.connectionEnded(progressed: false, inFlight: [5, 6, 7], sinceLastSend: 10, cursor: 4) == nil)
+        #expect(!detector.isProbing)
+        #expect(detector.connectionEnded(progressed: false, inFlight: [5, 6, 7], sinceLastSend: 10, cursor: 4) == nil)
+        #expect(detector.isProbing)
+        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == nil)
+        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == nil)
+        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == 5)
+        #expect(!detector.isProbing)
+    }
+
+    @Test func aLinkThatDiesSlowlyConvictsNothing() {
+        var detector = PoisonMessageDetector(suspicionThreshold: 1, strikes: 2, quickClose: 1_000)
+        _ = detector.connectionEnded(progressed: false, inFlight: [5, 6], sinceLastSend: 10, cursor: 4)
+        for _ in 0..<5 {
+            // The keepalive ended these: long after the send.
+            #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 60_000, cursor: 4) == nil)
+        }
+    }
+
+    @Test func anAcknowledgedSuspectIsCleared() {
+        var detector = PoisonMessageDetector(suspicionThreshold: 1, strikes: 2, quickClose: 1_000, probeLength: 3)
+        _ = detector.connectionEnded(progressed: false, inFlight: [5, 6], sinceLastSend: 10, cursor: 4)
+        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == nil)
+        detector.acknowledged(through: 5)
+        #expect(
+            detector.connectionEnded(progressed: true, inFlight: [6], sinceLastSend: 10, cursor: 5) == nil,
+            "strike one of 6")
+        detector.acknowledged(through: 7)
+        #expect(!detector.isProbing, "three past the start of probing, with no suspect left")
+    }
+
+    @Test func progressOrAnEmptyWindowResetsTheSuspicion() {
+        var detector = PoisonMessageDetector(suspicionThreshold: 2, strikes: 3, quickClose: 1_000)
+        _ = detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4)
+        _ = detector.connectionEnded(progressed: true, inFlight: [9], sinceLastSend: 10, cursor: 8)
+        _ = detector.connectionEnded(progressed: false, inFlight: [9], sinceLastSend: 10, cursor: 8)
+        #expect(!detector.isProbing)
+    }
+}

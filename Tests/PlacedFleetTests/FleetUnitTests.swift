@@ -1,0 +1,230 @@
+import CMosquitto
+import PlacedCore
+import PlacedJSON
+@testable import PlacedStore
+import PlacedSystem
+import Testing
+
+@testable import PlacedFleet
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite struct FleetSettingsTests {
+    @Test func eachKeyParsesItsValueOrNamesTheProblem() throws {
+        var settings = FleetSettings()
+        #expect(!settings.isEnabled)
+        try settings.set("Broker", to: "mqtts://a.example mqtts://b.example:9883")
+        try settings.set("Broker", to: "mqtts://c.example")
+        #expect(
+            settings.brokers.map(\.description) == [
+                "mqtts://a.example:8883", "mqtts://b.example:9883", "mqtts://c.example:8883",
+            ])
+        try settings.set("KeepAlive", to: "30")
+        try settings.set("Protocol", to: "5")
+        try settings.set("OwnTracks", to: "yes")
+        try settings.set("Backlog", to: "250_000")
+        try settings.set("DeviceId", to: "van-17")
+        #expect(settings.keepAlive == 30 && settings.protocolVersion == .v5 && settings.ownTracks)
+        #expect(settings.backlog == 250_000 && settings.deviceID == "van-17")
+        try settings.set("Broker", to: "")
+        #expect(settings.brokers.isEmpty, "an empty Broker= clears the list")
+
+        #expect(throws: FleetSettingsError.self) { try settings.set("Broker", to: "tcp://a") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("KeepAlive", to: "4") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("Protocol", to: "3.1") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("DeviceId", to: "van/17") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("DeviceId", to: "van+") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("OwnTracksUser", to: "#") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("CAFile", to: "relative/ca.pem") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("PasswordCredential", to: "../secret") }
+        #expect(throws: FleetSettingsError.self) { try settings.set("Backlog", to: "0") }
+        #expect(throws: FleetSettingsError.unknownKey("Password")) { try settings.set("Password", to: "x") }
+    }
+
+    @Test func keysAreCheckedTogether() throws {
+        var settings = FleetSettings()
+        try settings.set("Broker", to: "mqtts://broker.example")
+        try settings.set("CertFile", to: "/etc/placed/device.pem")
+        #expect(throws: FleetSettingsError.self) { try settings.validate() }
+        try settings.set("KeyFile", to: "/etc/placed/device.key")
+        try settings.validate()
+        try settings.set("PasswordCredential", to: "mqtt-password")
+        #expect(throws: FleetSettingsError.self, "a password needs a user") { try settings.validate() }
+        try settings.set("Username", to: "van-17")
+        try settings.validate()
+        try settings.set("Broker", to: "")
+        try settings.set("Broker", to: "mqtt://broker.example")
+        #expect(throws: FleetSettingsError.self, "no password in clear text to a remote broker") {
+            try settings.validate()
+        }
+    }
+
+    @Test func theCursorBelongsToTheBrokerListAndTheDevice() throws {
+        var a = FleetSettings()
+        try a.set("Broker", to: "mqtt://a mqtt://b")
+        var b = a
+        try b.set("KeepAlive", to: "10")
+        #expect(a.configurationKey(device: "d") == b.configurationKey(device: "d"), "other keys do not matter")
+        #expect(a.configurationKey(device: "d") != a.configurationKey(device: "e"))
+        var c = FleetSettings()
+        try c.set("Broker", to: "mqtt://b mqtt://a")
+        #expect(a.configurationKey(device: "d") != c.configurationKey(device: "d"))
+        #expect(a.configurationKey(device: "d").hasPrefix("fnv1a64:") && a.configurationKey(device: "d").count == 24)
+    }
+}
+
+@Suite struct FleetPayloadTests {
+    let stamp = FleetStamp(systemTime: 1_795_955_188.25, gpsTime: 1_795_955_187.0, clockSynchronized: true)
+
+    @Test func placedMessagesCarryTheRecordAndTheEnvelope() throws {
+        let bytes = FleetPayload.placed(
+            type: "marker", record: ["selection": 12, "place": ["id": "osm:node/1"]], device: "van-17", sequence: 41,
+            stamp: stamp)
+        let json = try JSON(parsing: bytes)
+        #expect(json["id"] == "van-17:41")
+        #expect(json["device"] == "van-17" && json["seq"]?.int == 41 && json["type"] == "marker")
+        #expect(json["selection"]?.int == 12 && json["place"]?["id"] == "osm:node/1")
+        #expect(json["systemTime"] == "2026-11-29T12:26:28.250Z")
+        #expect(json["gpsTime"] == "2026-11-29T12:26:27.000Z")
+        #expect(json["clockSynchronized"] == true)
+        let noFix = try JSON(
+            parsing: FleetPayload.placed(
+                type: "state", record: [:], device: "d", sequence: 1,
+                stamp: FleetStamp(systemTime: 0, gpsTime: nil, clockSynchronized: false)))
+        #expect(noFix["gpsTime"] == nil && noFix["clockSynchronized"] == false)
+    }
+
+    @Test func aNonFiniteNumberBecomesNullInsteadOfLosingTheMessage() throws {
+        let json = try JSON(
+            parsing: FleetPayload.placed(
+                type: "state", record: ["speed": .number(.nan), "ok": 1], device: "d", sequence: 3, stamp: stamp))
+        #expect(json["speed"] == .null && json["ok"]?.int == 1 && json["id"] == "d:3")
+    }
+
+    @Test func ownTracksLocation() throws {
+        let fix = Fix(
+            time: 1_795_955_100.9, coordinate: Coordinate(latitude: 60.1699, longitude: 24.9384), mode: .threeD,
+            accuracy: 4, altitude: 12.4, speed: 10, heading: 271.6)
+        let json = try JSON(parsing: FleetPayload.ownTracksLocation(fix: fix, tid: "17", id: "van-17:5", stamp: stamp))
+        #expect(json["_type"] == "location" && json["tid"] == "17" && json["_id"] == "van-17:5")
+        #expect(json["lat"]?.double == 60.1699 && json["lon"]?.double == 24.9384)
+        #expect(json["tst"]?.int == 1_795_955_100, "the fix's time")
+        #expect(json["acc"]?.int == 10, "σ 4 m is a 95 % radius of 9.8 m")
+        #expect(json["vel"]?.int == 36 && json["cog"]?.int == 272 && json["alt"]?.int == 12)
+    }
+
+    @Test func ownTracksTransition() throws {
+        let json = try JSON(
+            parsing: FleetPayload.ownTracksTransition(
+                .leave, place: "Kauppatori", coordinate: Coordinate(latitude: 60.1675, longitude: 24.9525),
+                accuracy: 14.6, visitStart: 1_795_950_000.5, tid: "17", id: "van-17:9", stamp: stamp))
+        #expect(json["_type"] == "transition" && json["event"] == "leave" && json["desc"] == "Kauppatori")
+        #expect(json["lat"]?.double == 60.1675 && json["lon"]?.double == 24.9525 && json["acc"]?.int == 15)
+        #expect(json["tst"]?.int == 1_795_955_187 && json["wtst"]?.int == 1_795_950_000)
+        #expect(json["tid"] == "17" && json["t"] == "c")
+        #expect(FleetPayload.trackerID(device: "3f2a91") == "91")
+    }
+}
+
+@Suite struct FleetSystemTests {
+    @Test func theDefaultDeviceIdIsStableHexAndNotTheMachineId() throws {
+        let id = try DeviceIdentity.machineSpecific()
+        #expect(id.count == 32 && id.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        #expect(try DeviceIdentity.machineSpecific() == id)
+        let machineID = try String(contentsOfFile: "/etc/machine-id", encoding: .utf8)
+        #expect(!machineID.hasPrefix(id))
+    }
+
+    @Test func credentialsComeFromTheDirectorySystemdNames() throws {
+        let directory = makeTemporaryDirectory("placed-fleet-credentials")
+        defer { removeTestDirectory(directory) }
+        try "s3cret\n".write(toFile: directory + "/pw", atomically: true, encoding: .utf8)
+        unsetenv("CREDENTIALS_DIRECTORY")
+        #expect(throws: ServiceCredential.Failure.noCredentials(name: "pw")) { try ServiceCredential.read("pw") }
+        setenv("CREDENTIALS_DIRECTORY", directory, 1)
+        defer { unsetenv("CREDENTIALS_DIRECTORY") }
+        #expect(try ServiceCredential.read("pw") == "s3cret")
+        #expect(throws: ServiceCredential.Failure.self) { try ServiceCredential.read("absent") }
+        #expect(throws: ServiceCredential.Failure.self) { try ServiceCredential.read("../pw") }
+    }
+
+    @Test func theClockStateMatchesTheKernelsOrTimesyncdsWord() {
+        // adjtimex answers here (no seccomp filter); under the unit, timesyncd's flag file does.
+        var state = timex()
+        let result = adjtimex(&state)
+        let kernel = result >= 0 && result != TIME_ERROR && state.status & Int32(STA_UNSYNC) == 0
+        #expect(SystemClock.isSynchronized() == (result >= 0 ? kernel : access(SystemClock.timesyncdFlag, F_OK) == 0))
+        #expect(abs(SystemClock.now() - Double(time(nil))) < 2)
+    }
+}
+
+@Suite struct FleetExporterTests {
+    @Test func aFullDiskLosesEventsCountedAndReportedAndRankingGoesOn() throws {
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:1")  // nothing listens: it all waits
+            try settings.set("DeviceId", to: "full")
+        }
+        try publisher.select()
+        publisher.loop.pump(for: 0.1)
+        let database = try publisher.selections.writableConnection().database
+        try database.execute("PRAGMA max_page_count=\(try database.scalarInt64("PRAGMA page_count") ?? 0)")
+        let bigRecord: [String: JSON] = ["padding": .string(String(repeating: "x", count: 8000))]
+        for _ in 0..<10 {
+            publisher.exporter.moved(
+                to: Fix(coordinate: Coordinate(latitude: 60.17, longitude: 24.95), accuracy: 4), location: bigRecord,
+                top: nil)
+        }
+        publisher.loop.pump(for: 0.2)
+        let status = publisher.exporter.status
+        #expect(status.dropped == 10, "every update that could not be stored is counted")
+        #expect(status.lastError?.contains("full") == true, "\(status.lastError ?? "-")")
+        #expect(status.backlog == 2, "the marker and its state are still there")
+    }
+
+    @Test func withoutABrokerNothingIsExportedAndEverythingWaits() throws {
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:1")
+            try settings.set("DeviceId", to: "waits")
+            try settings.set("OwnTracks", to: "yes")
+        }
+        for _ in 0..<3 { try publisher.select() }
+        publisher.exporter.moved(
+            to: Fix(coordinate: Coordinate(latitude: 60.17, longitude: 24.95), accuracy: 4), location: [:], top: nil)
+        publisher.exporter.sourceChanged("stale")
+        publisher.loop.pump(for: 0.7)
+        #expect(publisher.exporter.status.backlog == 3 * 2 + 2 + 1)
+        #expect(publisher.exporter.status.state == .backoff || publisher.exporter.status.state == .connecting)
+        #expect(publisher.exporter.status.lastError?.contains("127.0.0.1:1") == true)
+        let rows = try publisher.exporter.outbox.pending(after: 0, limit: 100)
+        #expect(
+            rows.map(\.message.topic) == [
+                "placed/waits/marker", "placed/waits/state", "placed/waits/marker", "placed/waits/state",
+                "placed/waits/marker", "placed/waits/state", "placed/waits/state", "owntracks/placed/waits",
+                "placed/waits/state",
+            ])
+        #expect(rows.filter(\.message.retained).count == 6, "the five states and the OwnTracks location")
+        let state = try JSON(parsing: rows.last!.message.payload)
+        #expect(state["source"] == "stale" && state["marker"]?["selection"]?.int == 3)
+    }
+}
+
+@Suite struct FleetStatusTests {
+    @Test func theStatusRecordNamesEveryField() throws {
+        var status = FleetStatus(device: "van-17")
+        status.state = .backoff
+        status.broker = "mqtts://a.example:8883"
+        status.backlog = 12
+        status.dropped = 3
+        status.lastError = "mqtts://a.example:8883: Connection refused"
+        let json = status.json
+        #expect(json["state"] == "backoff" && json["broker"] == "mqtts://a.example:8883")
+        #expect(json["backlog"]?.int == 12 && json["dropped"]?.int == 3 && json["rejected"]?.int == 0)
+        #expect(json["lastError"] == "mqtts://a.example:8883: Connection refused")
+        #expect(FleetStatus(device: "d").json["broker"] == nil)
+        #expect(
+            status.summary
+                == "backoff (mqtts://a.example:8883), backlog 12, 3 dropped; last error: \(status.lastError!)")
+    }
+}
