@@ -174,15 +174,31 @@ def test_localhost_is_the_same_host(gateway):
     assert request(gateway, "GET", "/state", host="localhost:%d" % gateway.port)[0] == 200
 
 
-def test_map_answers_features_or_says_why_not(gateway):
-    status, _, data = request(gateway, "GET", "/map?latitude=60.1699&longitude=24.9384&radius=200")
+def test_map_answers_the_map_layers_features(gateway):
+    status, _, data = request(gateway, "GET", "/map?latitude=60.1699&longitude=24.9384&radius=200&language=sv")
     assert status == 200
-    reply = json.loads(data)
-    assert isinstance(reply["features"], list)
-    if not reply["features"]:
-        assert reply["unavailable"].endswith(("MethodNotFound", "NoMapLayer"))
-    else:
-        assert {f["properties"]["kind"] for f in reply["features"]} & {"street", "building"}
+    features = json.loads(data)["features"]
+    with open_varlink(gateway.placed.socket) as client:
+        direct = client.Map(latitude=60.1699, longitude=24.9384, radius=200, language="sv")["features"]
+    assert features == direct and {f["properties"]["kind"] for f in features} >= {"street", "building"}
+
+
+def test_no_map_layer_is_no_features_and_says_why(placed_web_bin, placectl_bin, placed_bin, tmp_path):
+    """A places file imported with --no-map: the page gets no features, a reason, and no error status."""
+    from conftest import HELSINKI
+    from harness import PlacedService
+    subprocess.run([placectl_bin, "import", HELSINKI, "--no-map", "--db", tmp_path / "places.db"], check=True,
+                   capture_output=True, timeout=120)
+    placed = PlacedService(placed_bin, tmp_path)
+    placed.wait_ready()
+    web = kiosk.PlacedWeb(placed_web_bin, placed.socket)
+    try:
+        status, _, data = request(web, "GET", "/map?latitude=60.1699&longitude=24.9384&radius=200")
+        assert status == 200
+        assert json.loads(data) == {"features": [], "unavailable": "io.placed.Places.NoMapLayer"}
+    finally:
+        web.stop()
+        placed.stop()
 
 
 def read_event(response):
