@@ -74,6 +74,7 @@ def test_page_follows_placed_fed_by_gpsfake(placed_bin, placed_web_bin, places_d
         assert browser.execute_script("return document.querySelectorAll('.leaflet-marker-icon').length") == 1
         with open_varlink(socket_path) as client:
             assert client.History(1)["markers"][0]["place"]["id"] == second["id"]
+        time.sleep(0.5)  # Leaflet fades the popup in
         kiosk.keep(_screenshot(browser, tmp_path / "kiosk-800x480.png"), "kiosk-800x480.png")
 
         # The next move updates the list within a second of placed's ranking.
