@@ -60,7 +60,13 @@ def test_page_follows_placed_fed_by_gpsfake(placed_bin, placed_web_bin, places_d
         assert browser.execute_script(
             "return document.querySelector('.leaflet-control-attribution').textContent").endswith(
                 "© OpenStreetMap contributors")
-        assert_accuracy_circle(browser, current["location"])
+        # The circle is drawn for the location of the ranking the page shows (Current's moves on with
+        # every fix, moves or not): the state placed-web sends the page.
+        import json
+        import urllib.request
+        shown_state = json.load(urllib.request.urlopen(web.url("/state"), timeout=5))
+        assert shown_state["generation"] == 1
+        assert_accuracy_circle(browser, shown_state["location"])
         assert browser.execute_script("return document.querySelectorAll('path.likely-place').length") == len(shown)
 
         # Tap the second place: it is selected in placed and the marker shows its name and address.
