@@ -133,6 +133,18 @@ public enum Settings {
             c.selectionGenerations = n
         },
         Setting(
+            section: "Places", key: "Language", flag: "--language", placeholder: "LANG",
+            help: "language of the names when a client asks for none, e.g. sv or fi_FI.UTF-8 (default: name tags)",
+            reload: .applied, value: { $0.language },
+            apply: { text, _, c throws(SettingError) in
+                // A language code or a POSIX locale, as clients send them; a typo is worth an error
+                // here, where an operator chose it, while a client's language is only a preference.
+                guard text.isEmpty || !LocalizedName.candidates(text).isEmpty else {
+                    throw .mustBe("a language code such as sv or sv-FI, a locale such as sv_FI.UTF-8, or empty")
+                }
+                c.language = text
+            }, usageShowsDefault: false),
+        Setting(
             section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
             help: "days after which a pick counts half", reload: .applied,
             value: { Configuration.text(of: $0.learningHalfLife) }
