@@ -57,6 +57,14 @@ final class MappedFile {
 
     /// True once a read found the file shorter than it was when mapped (truncated in place).
     var isDamaged: Bool { slot >= 0 && MappingGuard.isDamaged(slot) }
+
+    /// Drops the mapping's pages from this process (MADV_DONTNEED): they stay in the page cache, so
+    /// the next touch is a minor fault, not a read, but RSS no longer keeps every page a long drive
+    /// touched. One system call for the whole mapping.
+    func releaseResidentPages() {
+        guard let base = bytes.baseAddress else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, MADV_DONTNEED)
+    }
 }
 
 struct MappingFailure: Error {

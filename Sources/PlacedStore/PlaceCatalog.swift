@@ -23,14 +23,25 @@ public final class PlaceCatalog {
     /// Places per cache generation: the neighbourhood of a few moves in a dense city.
     public static let defaultCacheLimit = 4096
     private let cacheLimit: Int
+    /// Queries since the mapping's pages were last released from RSS (`releaseInterval`).
+    private var queriesSinceRelease = 0
+    /// Every this many queries (by default) the file's pages leave the process's RSS (one madvise; they stay in
+    /// the page cache): RSS then follows the region of the last queries, about 50 km of a drive at one
+    /// a move, not every page a long drive touched. A query between costs no system call.
+    public static let defaultReleaseInterval = 1024
+    private let releaseInterval: Int
 
     /// The file as it was mapped: a Refresh reloads only when the path now names another.
     public let identity: FileIdentity?
     public var count: Int { placeSet.count }
     public var path: String { placeSet.database.path }
 
-    public init(path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit) throws(PlaceDatabaseError) {
+    public init(
+        path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit,
+        releaseInterval: Int = PlaceCatalog.defaultReleaseInterval
+    ) throws(PlaceDatabaseError) {
         self.cacheLimit = cacheLimit
+        self.releaseInterval = max(1, releaseInterval)
         let database = try PlaceDatabase.open(path: path)
         identity = database.identity
         placeSet = try database.load()
@@ -50,7 +61,15 @@ public final class PlaceCatalog {
             found.append(try place(at: Int(member)))
         }
         if placeSet.isDamaged { throw .corrupt(path: path, detail: PlaceDatabase.shrunk) }
+        countQuery()
         return found
+    }
+
+    private func countQuery() {
+        queriesSinceRelease += 1
+        guard queriesSinceRelease >= releaseInterval else { return }
+        queriesSinceRelease = 0
+        placeSet.database.releaseResidentPages()
     }
 
     /// The one way places are ranked, for moves, visits, what-if queries and the benchmarks alike:
@@ -78,6 +97,7 @@ public final class PlaceCatalog {
             try ranker.rank(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
         }
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
+        countQuery()
         return ranking
     }
 

@@ -138,6 +138,9 @@ public final class PlaceDatabase {
     /// reads since then saw zeros, and every query reports `.corrupt` until a new file is loaded.
     public var isDamaged: Bool { file.isDamaged }
 
+    /// The mapping's pages out of this process's RSS (still cached by the kernel).
+    func releaseResidentPages() { file.releaseResidentPages() }
+
     static let sqliteMagic = Array("SQLite format 3\u{0}".utf8)
 
     // MARK: Opening
