@@ -211,12 +211,14 @@ def index_part(files, bench):
         print(out.stdout + out.stderr, end="", flush=True)
 
 
-def rank_part(bench, placectl, placed):
+def rank_part(bench, placectl, placed, build):
     """Rank (limit 20) round trips over 1 M city places: the C client, then PostGIS through pgbench."""
     print("\nrank: Rank round trip over 1 M places at city density beside PostGIS KNN top-20, %s" % load())
-    pbf = extract("city", "1M", True, bench)
+    pbf = extract("city", "1M", build, bench)
+    if pbf is None:
+        return
     db = DATA / "city-1M.db"
-    if not db.exists():
+    if not db.exists() or db.stat().st_mtime < pbf.stat().st_mtime:
         subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
     client = DATA / "rank-client"
     subprocess.run(["cc", "-O2", "-o", client, ROOT / "bench" / "rank-client.c"], check=True)
@@ -342,7 +344,7 @@ def main():
     if "index" in parts:
         index_part(files, bench)
     if "rank" in parts:
-        rank_part(bench, placectl, placed)
+        rank_part(bench, placectl, placed, args.build)
 
 
 if __name__ == "__main__":
