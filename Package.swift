@@ -31,7 +31,11 @@ let package = Package(
         // JSON values for the wire formats (varlink, fleet payloads). No C, no I/O.
         .target(name: "PlacedJSON", swiftSettings: lean),
         // Pure logic: geodesy, fixes, distance filter, places, index, ranking. No C, no I/O.
-        .target(name: "PlacedCore", swiftSettings: lean),
+        // Its bodies serialized for clients (release): the ranker is generic over its candidates, and
+        // PlacedStore's mapped ones must get a specialized ranker, not the runtime's generic one.
+        .target(
+            name: "PlacedCore",
+            swiftSettings: lean + [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]),
         // Seeded randomness and fixtures shared by the tests and the benchmarks; never in a shipped binary.
         .target(name: "PlacedTestSupport", dependencies: ["PlacedSystem"]),
 

@@ -23,13 +23,18 @@ public final class PlaceCatalog {
     /// Places per cache generation: the neighbourhood of a few moves in a dense city.
     public static let defaultCacheLimit = 4096
     private let cacheLimit: Int
-    /// Queries since the mapping's pages were last released from RSS (`releaseInterval`).
-    private var queriesSinceRelease = 0
-    /// Every this many queries (by default) the file's pages leave the process's RSS (one madvise; they stay in
-    /// the page cache): RSS then follows the region of the last queries, about 50 km of a drive at one
-    /// a move, not every page a long drive touched. A query between costs no system call.
-    public static let defaultReleaseInterval = 1024
-    private let releaseInterval: Int
+    /// Metres travelled since the mapping's pages were last released from RSS (`releaseDistance`),
+    /// counting only steps shorter than `travelStep` between one query and the next: a drive, not the
+    /// jumps of what-if queries across the map.
+    private var travelled = 0.0
+    private var lastQuery: Coordinate?
+    /// After this many metres of travel (by default) the file's pages leave the process's RSS (one
+    /// madvise; they stay in the page cache, so a later touch is a minor fault): RSS then follows the
+    /// region of the last 50 km of a drive, not every page a long drive touched. Queries in between
+    /// make no system call, and queries that jump about (what-if calls) never release what they use.
+    public static let defaultReleaseDistance = 50_000.0
+    public static let travelStep = 1_000.0
+    private let releaseDistance: Double
 
     /// The file as it was mapped: a Refresh reloads only when the path now names another.
     public let identity: FileIdentity?
@@ -38,10 +43,10 @@ public final class PlaceCatalog {
 
     public init(
         path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit,
-        releaseInterval: Int = PlaceCatalog.defaultReleaseInterval
+        releaseDistance: Double = PlaceCatalog.defaultReleaseDistance
     ) throws(PlaceDatabaseError) {
         self.cacheLimit = cacheLimit
-        self.releaseInterval = max(1, releaseInterval)
+        self.releaseDistance = releaseDistance
         let database = try PlaceDatabase.open(path: path)
         identity = database.identity
         placeSet = try database.load()
@@ -61,20 +66,23 @@ public final class PlaceCatalog {
             found.append(try place(at: Int(member)))
         }
         if placeSet.isDamaged { throw .corrupt(path: path, detail: PlaceDatabase.shrunk) }
-        countQuery()
+        countQuery(at: center)
         return found
     }
 
-    private func countQuery() {
-        queriesSinceRelease += 1
-        guard queriesSinceRelease >= releaseInterval else { return }
-        releaseResidentPages()
+    private func countQuery(at coordinate: Coordinate) {
+        defer { lastQuery = coordinate }
+        guard let lastQuery else { return }
+        let step = LocalProjection(origin: lastQuery).distance(to: coordinate)
+        guard step < Self.travelStep else { return }
+        travelled += step
+        if travelled >= releaseDistance { releaseResidentPages() }
     }
 
     /// The file's pages out of this process's RSS now (they stay cached unless the page cache is
     /// dropped too: a benchmark's cold start).
     public func releaseResidentPages() {
-        queriesSinceRelease = 0
+        travelled = 0
         placeSet.database.releaseResidentPages()
     }
 
@@ -103,7 +111,7 @@ public final class PlaceCatalog {
             try ranker.rank(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
         }
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
-        countQuery()
+        countQuery(at: fix.coordinate)
         return ranking
     }
 

@@ -69,8 +69,8 @@ private func rectangle(_ id: String, west: Double, south: Double, east: Double, 
         try PlaceDatabase.replace(at: path, with: places)
         let catalog = try PlaceCatalog(path: path)
         // The same file through a cache that turns over every few queries, its pages released from RSS
-        // every third query, gives the same places.
-        let churning = try PlaceCatalog(path: path, cacheLimit: 16, releaseInterval: 3)
+        // after every 500 m between queries (most of them), gives the same places.
+        let churning = try PlaceCatalog(path: path, cacheLimit: 16, releaseDistance: 500)
 
         var largeAreasFound = 0
         for _ in 0..<300 {
