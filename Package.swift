@@ -49,11 +49,12 @@ let package = Package(
             name: "PlacedFleet",
             dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "CMosquitto", "CSystemd"],
             swiftSettings: lean),
-        // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal).
+        // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal, fleet).
         .target(
             name: "PlacedDaemon",
             dependencies: [
                 "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "PlacedGPS", "PlacedStore",
+                "PlacedFleet",
             ],
             swiftSettings: lean),
 
@@ -77,12 +78,6 @@ let package = Package(
                 "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedOSM", "PlacedStore", "PlacedTestSupport",
                 "PlacectlKit", "PlacedFleet", "PlacedSystem", "CSQLite",
             ]),
-        // Test-only: drives PlacedFleet in its own process, for the tests that kill it or put it in a
-        // network namespace (Tests/integration/test_fleet.py).
-        .executableTarget(
-            name: "placed-fleet-probe",
-            dependencies: ["PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem"],
-            swiftSettings: lean),
 
         .testTarget(name: "PlacedJSONTests", dependencies: ["PlacedJSON", "PlacedTestSupport"]),
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore", "PlacedTestSupport"]),

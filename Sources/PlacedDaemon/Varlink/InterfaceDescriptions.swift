@@ -82,6 +82,25 @@ enum InterfaceDescriptions {
         # polygon's outer ring first, then its holes.
         type MapGeometry (type: string, coordinates: object)
 
+        # The fleet export (MQTT, [Fleet] in placed.conf): state is connecting, connected, backoff (every broker
+        # failed in a row: waiting to try broker again) or stopped (lastError says why, if it could not start);
+        # broker: the URL connected to or being tried; device: the id in topics and message ids; backlog: events
+        # not yet acknowledged by a broker; inFlight: sent on this connection and not yet acknowledged;
+        # acknowledged: the newest event sequence number acknowledged with every one before it; dropped: location
+        # and state updates dropped past Backlog= and events the disk could not store; rejected: messages a broker
+        # refused (not sent again); lastError: the last failure, until the next connection.
+        type FleetStatus (
+          state: string,
+          broker: ?string,
+          device: string,
+          backlog: int,
+          inFlight: int,
+          acknowledged: int,
+          dropped: int,
+          rejected: int,
+          lastError: ?string
+        )
+
         # The latest ranking, and the open visit.
         method Current(limit: ?int) -> (generation: int, stale: bool, location: ?Location, places: []Place, visit: ?Visit)
 
@@ -99,7 +118,7 @@ enum InterfaceDescriptions {
         # Past selections, newest first.
         method History(limit: ?int, before: ?int) -> (markers: []Marker)
 
-        # The daemon's state.
+        # The daemon's state; fleet: absent when fleet export is off (no Broker=).
         method Status() -> (
           source: string,
           location: ?Location,
@@ -108,7 +127,8 @@ enum InterfaceDescriptions {
           places: int,
           distance_filter: float,
           marker: ?Marker,
-          visit: ?Visit
+          visit: ?Visit,
+          fleet: ?FleetStatus
         )
 
         # The map layer around a position: the features whose bounding box comes within radius metres

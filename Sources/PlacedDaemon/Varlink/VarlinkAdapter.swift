@@ -12,6 +12,8 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     private unowned let service: PlacesService
     let server: VarlinkServer
+    /// The fleet export's status for `Status` (`fleet`), when it is configured.
+    var fleetStatus: (() -> Record?)?
 
     /// Where the server listens: a socket placed binds itself, or one systemd passed.
     enum Listener {
@@ -137,6 +139,7 @@ final class VarlinkAdapter: DaemonSubscriber {
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
         if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
         if let open = openVisit { parameters["visit"] = open }
+        if let fleet = fleetStatus?() { parameters["fleet"] = fleet.json }
         return parameters
     }
 
