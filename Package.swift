@@ -89,7 +89,9 @@ let package = Package(
             name: "PlacedVarlinkTests",
             dependencies: ["PlacedVarlink", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
-        .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon", "PlacedTestSupport"]),
+        .testTarget(
+            name: "PlacedDaemonTests",
+            dependencies: ["PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedTestSupport"]),
         .testTarget(
             name: "PlacectlTests",
             dependencies: [

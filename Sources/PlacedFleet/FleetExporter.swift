@@ -433,7 +433,7 @@ public final class FleetExporter {
     ) throws(SelectionLogError) -> Marker {
         do {
             let recorded = try selections.append(marker) { recorded in
-                try recordAlongside(recorded, record: record(recorded))
+                try recordAlongside(recorded, record: record(recorded), gpsTime: recorded.location.time)
             }
             selectionTransactionEnded(committed: true)
             return recorded
@@ -447,9 +447,10 @@ public final class FleetExporter {
     /// row: the events waiting to be written (so they keep their order), then the marker (`record`: its
     /// varlink record) and the state with it. They commit with the selection or not at all: a selection
     /// the user saw acknowledged is always exported.
-    public func recordAlongside(_ marker: Marker, record: [String: JSON]) throws(SelectionLogError) {
+    /// `gpsTime`: the GPS time of the fix the selection was made at (its location's, else the latest fix's).
+    public func recordAlongside(_ marker: Marker, record: [String: JSON], gpsTime: Double?) throws(SelectionLogError) {
         beforeSelection = (snapshot, unwritten, unwrittenDurable)
-        let stamp = FleetStamp.now(gpsTime: marker.location.time)
+        let stamp = FleetStamp.now(gpsTime: gpsTime)
         snapshot["marker"] = .object(record)
         let builds =
             unwritten + [message(.marker, topic: markerTopic, record: record, stamp: stamp), stateMessage(stamp)]
@@ -515,6 +516,9 @@ public final class FleetExporter {
     private func visited(_ visit: FleetVisit, event: FleetPayload.TransitionEvent) {
         let stamp = FleetStamp.now(gpsTime: visit.gpsTime)
         var record = visit.record
+        // The envelope's `id` is the message's: the visit's own number goes as `visit`, as a marker's is
+        // its `selection`.
+        record["visit"] = record.removeValue(forKey: "id")
         record["event"] = .string(event == .enter ? "started" : "ended")
         snapshot["visit"] = event == .enter ? .object(visit.record) : .null
         enqueue(message(.visit, topic: visitTopic, record: record, stamp: stamp), durable: true)

@@ -137,7 +137,7 @@ public struct FleetSettings: Sendable, Equatable {
         if !tls, caFile != nil || certFile != nil {
             throw .inconsistent("CAFile=, CertFile= and KeyFile= apply to mqtts:// brokers, and none is listed")
         }
-        if passwordCredential != nil, brokers.contains(where: { !$0.tls }), !brokers.allSatisfy(\.isLoopback) {
+        if passwordCredential != nil, brokers.contains(where: { !$0.tls && !$0.isLoopback }) {
             throw .inconsistent("a password would cross the network in clear text: use mqtts:// for remote brokers")
         }
     }

@@ -101,7 +101,10 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
     // MARK: Selection journal
 
     func write(alongside marker: Marker) throws {
-        try exporter?.recordAlongside(marker, record: Record.marker(marker).jsonObject)
+        // During a visit the marker is at the visit's averaged position, which has no GPS time of its own:
+        // the latest fix's is the event's.
+        try exporter?.recordAlongside(
+            marker, record: Record.marker(marker).jsonObject, gpsTime: marker.location.time ?? service.location?.time)
     }
 
     func selectionTransactionEnded(committed: Bool) {

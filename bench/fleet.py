@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Benchmark the fleet export in the daemon (issue 16): what it costs placed, side by side in one run.
+
+1. Fix-to-move latency with fleet export off, on (connected to a mosquitto on loopback) and on during an
+   outage (its broker down: every event goes to the outbox): three placed (--distance-filter 0, so every
+   fix is a move and ranks) and gpspipe read the same gpsd replaying the Helsinki drive. For each fix,
+   the time a placed logs the move minus the time gpspipe printed the TPV (wall clock, microseconds), as
+   bench/gpsd.py measures it. Two rounds, the placed connecting to gpsd in opposite orders (gpsd writes
+   to its clients one after another).
+2. Idle, gpsd silent, Helsinki loaded: RSS of placed with fleet export off and on (connected), and the
+   system calls and wake-ups (epoll_wait returns) of each over 30 s with KeepAlive=10 (strace -c -f):
+   connected and idle, the export should wake for the keepalive only.
+
+Usage: bench/fleet.py [--placed PATH] [--idle SECONDS] [--keepalive SECONDS]   (default: the release build)
+"""
+import argparse
+import pathlib
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "Tests" / "integration"))
+sys.path.insert(0, str(ROOT / "bench"))
+from fleet import FleetPlaced, Mosquitto, wait_until  # noqa: E402
+from gpsd import GpsPipe, strace_calls  # noqa: E402
+from harness import GpsFake, bin_path, free_port, percentile, rss_mb  # noqa: E402
+import nmea  # noqa: E402
+
+MOVE = re.compile(r"^(\d+\.\d+) placed: move \d+ at (-?[\d.]+),(-?[\d.]+)")
+
+
+def deltas(placed, reference):
+    """Milliseconds from gpspipe's TPV to placed's move, per fix both saw."""
+    pending = {key: list(times) for key, times in reference.items()}
+    found = []
+    for line in placed.lines:
+        m = MOVE.search(line)
+        if m:
+            key = (round(float(m.group(2)), 7), round(float(m.group(3)), 7))
+            if pending.get(key):
+                found.append((float(m.group(1)) - pending[key].pop(0)) * 1000)
+    return found
+
+
+def start(binary, work, name, fleet, *arguments):
+    directory = work / name
+    directory.mkdir(exist_ok=True)
+    if not (directory / "places.db").exists():
+        shutil.copy(work / "places.db", directory / "places.db")
+    return FleetPlaced(binary, directory, fleet, *arguments, static=None, env={"PLACED_LOG_TIMESTAMPS": "1"})
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--placed", default=str(bin_path("release", "placed")))
+    parser.add_argument("--idle", type=int, default=30)
+    parser.add_argument("--keepalive", type=int, default=10)
+    args = parser.parse_args()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="placed-fleet-bench-"))
+    subprocess.run([str(pathlib.Path(args.placed).parent / "placectl"), "import",
+                    str(ROOT / "data" / "helsinki-center.osm.pbf"), "--db", str(work / "places.db")],
+                   check=True, capture_output=True)
+    broker = Mosquitto(work / "broker")
+    dead = free_port()  # nothing listens: the outage
+    configs = {
+        "off": {},
+        "on": {"Broker": broker.url, "DeviceId": "bench-on", "KeepAlive": args.keepalive},
+        "outage": {"Broker": "mqtt://127.0.0.1:%d" % dead, "DeviceId": "bench-outage", "KeepAlive": args.keepalive},
+    }
+    drive = ROOT / "data" / "helsinki-drive.nmea"
+    results = {name: [] for name in configs}
+    backlog = {}
+    try:
+        for order in (["off", "on", "outage"], ["outage", "on", "off"]):
+            port = free_port()
+            gps = GpsFake(drive, port)
+            pipe = GpsPipe(port)
+            running = {}
+            try:
+                for name in order:
+                    running[name] = start(args.placed, work, name, configs[name], "--gpsd", "localhost:%d" % port,
+                                          "--distance-filter", "0", "--gpsd-timeout", "2")
+                for placed in running.values():
+                    placed.wait_for(r"no data from gpsd", timeout=240)
+                for name in ("on", "outage"):
+                    backlog[name] = running[name].fleet()
+            finally:
+                gps.stop()
+                pipe.stop()
+                for placed in running.values():
+                    placed.stop()
+            reference = pipe.tpv_times()
+            for name, placed in running.items():
+                results[name] += deltas(placed, reference)
+        expected = len(nmea.fixes(drive))
+        print("fix-to-move latency, placed - gpspipe (Helsinki drive, %d fixes, every fix a move, 2 rounds)" % expected)
+        print("  %-26s %8s %9s %9s %9s" % ("fleet export", "moves", "p50 ms", "p99 ms", "mean ms"))
+        for name, label in (("off", "off"), ("on", "on, connected"), ("outage", "on, broker down (outage)")):
+            values = results[name]
+            print("  %-26s %8d %9.3f %9.3f %9.3f" % (label, len(values), percentile(values, 50), percentile(values, 99),
+                                                     statistics.mean(values)))
+        off = percentile(results["off"], 50)
+        for name in ("on", "outage"):
+            difference = percentile(results[name], 50) - off
+            print("  p50 %-7s - off          %+.3f ms   goal: within 0.1 ms: %s"
+                  % (name, difference, "met" if abs(difference) <= 0.1 else "MISSED"))
+        print("  exported during the drive: on %s, outage %s" % (
+            "backlog %d, acknowledged %d" % (backlog["on"]["backlog"], backlog["on"]["acknowledged"]),
+            "backlog %d (state %s)" % (backlog["outage"]["backlog"], backlog["outage"]["state"])))
+
+        # Idle: a short replay, then gpsd connected and silent.
+        port = free_port()
+        lines = open(drive, "rb").readlines()[:160]
+        short = work / "short.nmea"
+        short.write_bytes(b"".join(lines))
+        gps = GpsFake(short, port)
+        idle = {}
+        try:
+            for name in ("off", "on"):
+                idle[name] = start(args.placed, work, "idle-" + name, configs[name], "--gpsd", "localhost:%d" % port)
+            for placed in idle.values():
+                placed.wait_for(r"move 1 at", timeout=60)
+            idle["on"].wait_fleet(lambda f: f.get("state") == "connected" and f.get("backlog") == 0, 30, "connected")
+            time.sleep(6)  # the replay ends; gpsd stays connected with nothing to say
+            rss = {name: rss_mb(placed.proc.pid) for name, placed in idle.items()}
+            import threading
+            calls = {}
+            threads = [threading.Thread(target=lambda n, p: calls.__setitem__(n, strace_calls(p, args.idle)),
+                                        args=(name, placed.proc.pid)) for name, placed in idle.items()]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            gps.stop()
+            for placed in idle.values():
+                placed.stop()
+        print("idle, gpsd connected and silent, Helsinki loaded, KeepAlive=%d, %d s" % (args.keepalive, args.idle))
+        for name in ("off", "on"):
+            total, per_call = calls[name]
+            print("  fleet %-4s RSS %5.1f MB  syscalls %4d  epoll_wait %3d  %s" % (
+                name, rss[name], total, per_call.get("epoll_wait", 0), per_call))
+        print("  placed RSS, fleet export on   %.1f MB   goal: <= 14 MB: %s" % (rss["on"], "met" if rss["on"] <= 14 else "MISSED"))
+        intervals = args.idle / args.keepalive
+        wakeups = calls["on"][1].get("epoll_wait", 0)
+        print("  idle wake-ups, fleet on       %d in %d s, %.1f per keepalive interval   goal: keepalive only "
+              "(<= 2 per interval): %s" % (wakeups, args.idle, wakeups / intervals,
+                                           "met" if wakeups / intervals <= 2 else "MISSED"))
+    finally:
+        broker.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
