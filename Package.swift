@@ -23,7 +23,8 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // No pkgConfig: its Libs would link libmosquitto, which placed opens only when fleet export is on.
+        .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // JSON values for the wire formats (varlink, fleet payloads). No C, no I/O.
         .target(name: "PlacedJSON", swiftSettings: lean),
