@@ -246,6 +246,8 @@ public final class FleetExporter {
                 lastProgressAt = loop.now
                 if !poison.isProbing { probingAnnounced = false }
             }
+            // Nothing in flight: no PUBACK to wait for, and no wake-up for it while idle.
+            if window.isEmpty { acknowledgementTimer = nil }
             scheduleFlush()
         case let .disconnected(reason, tls):
             connection = nil
