@@ -1,6 +1,7 @@
 # placed: build, install (DESTDIR-aware), test, demo.
-#   make                  release build of placed and placectl
-#   make install          into $(DESTDIR)$(PREFIX), config into $(DESTDIR)$(SYSCONFDIR)
+#   make                  release build of placed, placectl and placed-web
+#   make install          into $(DESTDIR)$(PREFIX), config into $(DESTDIR)$(SYSCONFDIR): the daemon and
+#                         placectl (make install-daemon) and the kiosk page (make install-web)
 #   make test             every test (scripts/test)
 #   make demo             the quick-start demo (scripts/demo)
 
@@ -19,15 +20,18 @@ SWIFT_FLAGS      ?=
 BUILD := $(SWIFT_BUILD_PATH)/release
 SWIFT_BUILD := swift build -c release --build-path $(SWIFT_BUILD_PATH) $(SWIFT_FLAGS)
 
-.PHONY: all build install uninstall test demo clean
+.PHONY: all build install install-daemon install-web uninstall test demo clean
 
 all: build
 
 build:
 	$(SWIFT_BUILD) --product placed
 	$(SWIFT_BUILD) --product placectl
+	$(SWIFT_BUILD) --product placed-web
 
-install: build
+install: install-daemon install-web
+
+install-daemon: build
 	$(INSTALL) -Dm755 $(BUILD)/placed   $(DESTDIR)$(BINDIR)/placed
 	$(INSTALL) -Dm755 $(BUILD)/placectl $(DESTDIR)$(BINDIR)/placectl
 	$(INSTALL) -Dm644 systemd/placed.service $(DESTDIR)$(UNITDIR)/placed.service
@@ -46,6 +50,17 @@ install: build
 	$(INSTALL) -Dm644 data/helsinki-center.osm.pbf $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf
 	@echo "installed into $(DESTDIR)$(PREFIX); on a live system: systemd-sysusers; systemd-tmpfiles --create; systemctl reload dbus; systemctl daemon-reload; placectl import FILE.osm.pbf; systemctl enable --now placed"
 
+# The kiosk page: placed-web, the page's files, its units and user. Leaflet is Debian's libjs-leaflet.
+WEB_FILES := index.html app.js app.css favicon.svg
+install-web: build
+	$(INSTALL) -Dm755 $(BUILD)/placed-web $(DESTDIR)$(BINDIR)/placed-web
+	for f in $(WEB_FILES); do $(INSTALL) -Dm644 web/$$f $(DESTDIR)$(DATADIR)/placed/web/$$f || exit 1; done
+	$(INSTALL) -Dm644 systemd/placed-web.service $(DESTDIR)$(UNITDIR)/placed-web.service
+	$(INSTALL) -Dm644 systemd/placed-web.socket $(DESTDIR)$(UNITDIR)/placed-web.socket
+	$(INSTALL) -Dm644 systemd/placed-web.sysusers.conf $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed-web.conf
+	$(INSTALL) -Dm644 man/placed-web.8 $(DESTDIR)$(MANDIR)/man8/placed-web.8
+	@echo "kiosk page installed; on a live system: systemd-sysusers; systemctl daemon-reload; systemctl enable --now placed-web.socket; open http://127.0.0.1:8080/"
+
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/placed $(DESTDIR)$(BINDIR)/placectl $(DESTDIR)$(UNITDIR)/placed.service \
 	  $(DESTDIR)$(UNITDIR)/placed.socket \
@@ -56,7 +71,10 @@ uninstall:
 	  $(DESTDIR)$(DATADIR)/varlink/io.placed.Places.varlink \
 	  $(DESTDIR)$(DATADIR)/bash-completion/completions/placectl \
 	  $(DESTDIR)$(MANDIR)/man8/placed.8 $(DESTDIR)$(MANDIR)/man1/placectl.1 \
-	  $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf
+	  $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf \
+	  $(DESTDIR)$(BINDIR)/placed-web $(DESTDIR)$(UNITDIR)/placed-web.service $(DESTDIR)$(UNITDIR)/placed-web.socket \
+	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed-web.conf $(DESTDIR)$(MANDIR)/man8/placed-web.8 $(addprefix $(DESTDIR)$(DATADIR)/placed/web/,$(WEB_FILES))
+	-rmdir $(DESTDIR)$(DATADIR)/placed/web
 
 test:
 	scripts/test

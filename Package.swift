@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "placed", targets: ["placed"]),
         .executable(name: "placectl", targets: ["placectl"]),
         .executable(name: "placed-bench", targets: ["placed-bench"]),
+        .executable(name: "placed-web", targets: ["placed-web"]),
     ],
     targets: [
         // C libraries from Debian: module map + shim.h, no logic.
@@ -23,6 +24,8 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // No pkgConfig: its Libs would link libmosquitto, which placed opens only when fleet export is on.
         .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
@@ -72,6 +75,14 @@ let package = Package(
             dependencies: ["PlacectlKit", "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem"],
             // Static standard library as for placed: the Debian package then depends on no Swift runtime.
             linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
+        // The kiosk gateway: the page, its events and its calls over libmicrohttpd, a varlink client of placed.
+        .target(
+            name: "PlacedWeb",
+            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedVarlink", "CMicroHTTPD", "CSystemd"],
+            swiftSettings: lean),
+        .executableTarget(
+            name: "placed-web", dependencies: ["PlacedWeb", "PlacedSystem"], swiftSettings: lean,
+            linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         // Benchmarks: `placed-bench NAME` (release build) prints figures.
         .executableTarget(
             name: "placed-bench",
@@ -90,6 +101,7 @@ let package = Package(
             name: "PlacedVarlinkTests",
             dependencies: ["PlacedVarlink", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
+        .testTarget(name: "PlacedWebTests", dependencies: ["PlacedWeb", "PlacedJSON"]),
         .testTarget(
             name: "PlacedDaemonTests",
             dependencies: ["PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedTestSupport"]),

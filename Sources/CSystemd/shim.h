@@ -1,5 +1,6 @@
 #ifndef PLACED_CSYSTEMD_SHIM_H
 #define PLACED_CSYSTEMD_SHIM_H
+#include <malloc.h> /* malloc_trim, for PlacedSystem's HeapMemory */
 #include <signal.h>
 #include <string.h>
 #include <systemd/sd-bus.h>

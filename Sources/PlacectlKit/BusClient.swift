@@ -13,6 +13,8 @@ public final class BusClient: PlacesClient {
     public static let objectPath = "/io/placed/Placed1"
     public static let interface = "io.placed.Placed1"
 
+    /// Asked with GetPlacesLocalized and RankLocalized; nil: GetPlaces and Rank, in placed's Language=.
+    public var language: String?
     private let bus: Bus
     private let endpoint: String
     private let timeout: Double
@@ -43,11 +45,21 @@ public final class BusClient: PlacesClient {
 
     /// `Current` from GetPlaces and the object's properties, read once by the caller.
     private func current(limit: Int?, properties: [String: BusValue]) throws(ClientError) -> [String: JSON] {
-        let reply = try call("GetPlaces", [.uint32(UInt32(limit ?? 0))], returns: 2)
         var result = Self.freshness(properties)
-        result["generation"] = JSON(reply[0])
-        result["places"] = JSON(reply[1])
+        result.merge(try places(limit: limit)) { $1 }
         return result
+    }
+
+    /// `generation` and `places`: GetPlaces, or GetPlacesLocalized for a reader's language.
+    private func places(limit: Int?) throws(ClientError) -> [String: JSON] {
+        let limit = BusValue.uint32(UInt32(limit ?? 0))
+        let reply =
+            if let language {
+                try call("GetPlacesLocalized", [limit, .string(language)], returns: 2)
+            } else {
+                try call("GetPlaces", [limit], returns: 2)
+            }
+        return ["generation": JSON(reply[0]), "places": JSON(reply[1])]
     }
 
     /// `stale` and `location`, which both `Current` and `Status` carry.
@@ -60,9 +72,15 @@ public final class BusClient: PlacesClient {
     public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ClientError)
         -> [String: JSON]
     {
-        let reply = try call(
-            "Rank", [.double(latitude), .double(longitude), .double(accuracy ?? .nan), .uint32(UInt32(limit ?? 0))],
-            returns: 1)
+        let position: [BusValue] = [
+            .double(latitude), .double(longitude), .double(accuracy ?? .nan), .uint32(UInt32(limit ?? 0)),
+        ]
+        let reply =
+            if let language {
+                try call("RankLocalized", position + [.string(language)], returns: 1)
+            } else {
+                try call("Rank", position, returns: 1)
+            }
         return ["places": JSON(reply[0])]
     }
 
@@ -93,13 +111,22 @@ public final class BusClient: PlacesClient {
         let loop = try WatchLoop()
         var failure: ClientError?
         let subscriptions: [BusSubscription]
+        // PlacesChanged names places in placed's Language=: a reader of another language asks
+        // for the same ranking in its own (a newer one already out keeps the signal's names).
+        let localized = { [unowned self] (update: [String: JSON]) -> [String: JSON] in
+            guard language != nil, let fetched = try? places(limit: nil),
+                fetched["generation"] == update["generation"]
+            else { return update }
+            return fetched
+        }
         // Subscribe before reading the state, so nothing that happens in between is missed.
         do {
             subscriptions = [
                 try bus.subscribe(sender: Self.service, path: Self.objectPath, interface: Self.interface) { signal in
                     switch (signal.member, signal.arguments.count) {
                     case ("PlacesChanged", 2):
-                        onUpdate(["generation": JSON(signal.arguments[0]), "places": JSON(signal.arguments[1])])
+                        onUpdate(
+                            localized(["generation": JSON(signal.arguments[0]), "places": JSON(signal.arguments[1])]))
                     case ("MarkerPlaced", 1):
                         let marker = JSON(signal.arguments[0])
                         onUpdate(["generation": marker["generation"] ?? .null, "marker": marker])

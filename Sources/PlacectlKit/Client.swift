@@ -10,6 +10,9 @@ import PlacedSystem
 /// like the varlink method's reply (`etc/io.placed.Places.varlink`), whichever transport carried
 /// it, so output and `--json` are the same on both.
 public protocol PlacesClient: AnyObject {
+    /// The reader's language ("sv", "fi_FI.UTF-8"), sent with every call whose reply names places
+    /// (`Current`, `Rank`, `Watch`, `Map`); nil: placed's `Language=`.
+    var language: String? { get set }
     /// `Current`: `generation, stale, location?, places`.
     func current(limit: Int?) throws(ClientError) -> [String: JSON]
     /// `Rank`: `places`.
@@ -85,11 +88,14 @@ public enum Endpoint: Equatable, Sendable {
     }
 
     /// Connects. Throws `unreachable` with a hint when placed is not there.
-    public func connect(timeout: Double = 15) throws(ClientError) -> any PlacesClient {
-        switch self {
-        case .socket(let path): try VarlinkClient(socketPath: path, timeout: timeout)
-        case .bus(let bus): try BusClient(bus: bus, timeout: timeout)
-        }
+    public func connect(timeout: Double = 15, language: String? = nil) throws(ClientError) -> any PlacesClient {
+        let client: any PlacesClient =
+            switch self {
+            case .socket(let path): try VarlinkClient(socketPath: path, timeout: timeout)
+            case .bus(let bus): try BusClient(bus: bus, timeout: timeout)
+            }
+        client.language = language
+        return client
     }
 }
 
@@ -163,6 +169,9 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
                 + "selecting and refreshing root or group placed"
         case "StoreFailed": return text("reason")
         case "NoPlaces": return "no places are loaded; import some with placectl import"
+        case "InvalidRadius": return "invalid radius \(text("radius")) m: placed draws at most \(text("maximum")) m"
+        case "TooManyFeatures": return "more than \(text("maximum")) map features there: ask for a smaller radius"
+        case "NoMapLayer": return "the places file has no map layer: import it again without --no-map"
         case "varlink.InvalidParameter": return "placed rejected the parameter '\(text("parameter"))'"
         case "varlink.MethodNotFound", "varlink.MethodNotImplemented":
             return "this placed does not offer \(text("method"))"

@@ -103,9 +103,11 @@ public struct MapScene: Sendable, Equatable {
         }
         var marker: Marker?
         if let place = status["marker"]?["place"], let at = coordinate(place) {
+            // A marker keeps the name its selection recorded; the ranking has it in the reader's language.
+            let ranked = places.first { $0.id == place["id"]?.string }
             marker = Marker(
-                title: place["name"]?.string ?? place["id"]?.string ?? "marker", address: place["address"]?.string,
-                coordinate: at)
+                title: ranked?.name ?? place["name"]?.string ?? place["id"]?.string ?? "marker",
+                address: place["address"]?.string, coordinate: at)
         }
         self.init(
             center: middle, radius: radius, features: features.compactMap(MapFeature.init(geoJSON:)), fix: fix,

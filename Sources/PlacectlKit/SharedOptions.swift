@@ -1,9 +1,14 @@
+import PlacedCore
+
 /// Options several placectl commands take, declared once.
 extension Option {
     public static let json = Option.flag(
         "json", help: "print the daemon's reply as one JSON document (watch: one object per line)")
 
     public static let limit = Option.value("limit", "N", short: "n", help: "how many places (default 5, at most 20)")
+
+    public static let language = Option.value(
+        "language", "LANG", help: "language of the names, e.g. sv or fi_FI.UTF-8 (default: the locale, LANG)")
 
     public static let table = Option.flag("table", help: "watch: each ranking's places as a table under its line")
     public static let version = Option.flag("version", help: "show placectl's version")
@@ -19,6 +24,22 @@ extension Option {
 
     /// The group title `--help` shows the connection options under.
     public static let connectionGroup = (title: "connection", options: connection)
+}
+
+/// The reader's language: what placectl asks placed to name places and streets in.
+public enum ReaderLanguage {
+    /// `--language` as given (even "C", which asks for the name tags), else the messages locale as
+    /// POSIX ranks the variables (`LC_ALL`, `LC_MESSAGES`, `LANG`) when it names a language; nil
+    /// ("C", "POSIX", "C.UTF-8" or unset): placed's own `Language=`.
+    public static func chosen(option: String?, environment: [String: String]) -> String? {
+        if let option { return option }
+        guard
+            let locale = ["LC_ALL", "LC_MESSAGES", "LANG"].lazy.compactMap({ environment[$0] }).first(where: {
+                !$0.isEmpty
+            })
+        else { return nil }
+        return LocalizedName.candidates(locale).isEmpty ? nil : locale
+    }
 }
 
 /// placectl's version, for `--version`.

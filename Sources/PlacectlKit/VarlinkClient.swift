@@ -12,6 +12,7 @@ public final class VarlinkClient: PlacesClient {
     public static let interface = "io.placed.Places"
 
     public let socketPath: String
+    public var language: String?
     private let fd: Int32
     private let timeout: Double
     private var framer = VarlinkWire.Framer()
@@ -53,7 +54,9 @@ public final class VarlinkClient: PlacesClient {
     // MARK: PlacesClient
 
     public func current(limit: Int?) throws(ClientError) -> [String: JSON] {
-        try call("Current", Self.present(["limit": limit.map(JSON.init(integerLiteral:))]))
+        try call(
+            "Current",
+            Self.present(["limit": limit.map(JSON.init(integerLiteral:)), "language": language.map(JSON.string)]))
     }
 
     public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ClientError)
@@ -63,7 +66,7 @@ public final class VarlinkClient: PlacesClient {
             "Rank",
             Self.present([
                 "latitude": .number(latitude), "longitude": .number(longitude), "accuracy": accuracy.map(JSON.number),
-                "limit": limit.map(JSON.init(integerLiteral:)),
+                "limit": limit.map(JSON.init(integerLiteral:)), "language": language.map(JSON.string),
             ]))
     }
 
@@ -85,7 +88,7 @@ public final class VarlinkClient: PlacesClient {
 
     public func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError) {
         let loop = try WatchLoop()
-        try send("Watch", [:], more: true)
+        try send("Watch", Self.present(["language": language.map(JSON.string)]), more: true)
 
         var failure: ClientError?
         let finish = { (error: ClientError?) in

@@ -134,11 +134,17 @@ public final class VarlinkServer {
     public func broadcast(_ parameters: [String: JSON], toStreamsOf method: String) throws(JSONError)
         -> Int
     {
-        let streams = openStreams(of: method)
+        try broadcast(parameters, to: openStreams(of: method))
+    }
+
+    /// Sends `parameters` as a `continues` reply to each of `streams` (some of `openStreams`: the
+    /// watchers that asked for the same thing), encoding once.
+    @discardableResult
+    public func broadcast(_ parameters: [String: JSON], to streams: [VarlinkCall]) throws(JSONError) -> Int {
         guard !streams.isEmpty else { return 0 }
         let bytes = try VarlinkWire.reply(parameters, continues: true)
         var delivered = 0
-        for call in streams where call.connection?.send(bytes) == true { delivered += 1 }
+        for call in streams where !call.isFinished && call.connection?.send(bytes) == true { delivered += 1 }
         return delivered
     }
 

@@ -20,8 +20,12 @@ struct Context {
 
     var json: Bool { arguments.has("json") }
 
-    /// Connects to placed where the connection options say.
-    func client() throws -> any PlacesClient { try Endpoint(arguments).connect() }
+    /// Connects to placed where the connection options say, for a reader of `--language` or the locale.
+    func client() throws -> any PlacesClient {
+        try Endpoint(arguments).connect(
+            language: ReaderLanguage.chosen(
+                option: arguments.value("language"), environment: ListingCache.processEnvironment))
+    }
 
     /// Prints a reply: one compact JSON document with `--json`, else the readable `text`.
     func print(_ reply: [String: JSON], readable text: @autoclosure () -> String) throws {
@@ -57,13 +61,14 @@ enum Placectl {
     static let root = CommandSpec(
         name: "",
         abstract: "placed's command-line client",
-        synopsis: "[--socket PATH | --bus [--system | --user | --address ADDR]] [--json] [COMMAND [ARGS]]",
+        synopsis:
+            "[--socket PATH | --bus [--system | --user | --address ADDR]] [--json] [--language LANG] [COMMAND [ARGS]]",
         discussion: """
             Reads the places placed ranks, selects one, and imports OpenStreetMap data. Without a
             command, shows the status. 'placectl COMMAND --help' tells more about each command.
             """,
         options: [.version],
-        sharedGroups: [("output", [.json]), Option.connectionGroup])
+        sharedGroups: [("output", [.json, .language]), Option.connectionGroup])
 
     static let interface = CommandLineInterface(
         root: root, commands: commands.map { $0.spec }, defaultCommand: StatusCommand.spec.name)

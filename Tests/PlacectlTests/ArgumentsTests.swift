@@ -205,3 +205,23 @@ private func usageError(_ arguments: [String]) -> UsageError? {
         #expect(throws: UsageError.self) { try endpoint(["--socket="]) }
     }
 }
+
+@Suite struct ReaderLanguageTests {
+    @Test func theOptionElseTheMessagesLocaleWhenItNamesALanguage() {
+        let finnish = ["LANG": "fi_FI.UTF-8"]
+        #expect(ReaderLanguage.chosen(option: "sv", environment: finnish) == "sv")
+        #expect(ReaderLanguage.chosen(option: "C", environment: finnish) == "C", "C asks for the name tags")
+        #expect(ReaderLanguage.chosen(option: nil, environment: finnish) == "fi_FI.UTF-8")
+        // POSIX order: LC_ALL, then LC_MESSAGES, then LANG; an empty variable does not count.
+        #expect(
+            ReaderLanguage.chosen(option: nil, environment: ["LC_ALL": "", "LC_MESSAGES": "sv_SE", "LANG": "fi"])
+                == "sv_SE")
+        #expect(
+            ReaderLanguage.chosen(option: nil, environment: ["LC_ALL": "en_GB.UTF-8", "LANG": "fi"]) == "en_GB.UTF-8")
+        // A locale without a language leaves the choice to placed's Language=.
+        for locale in ["C", "C.UTF-8", "POSIX"] {
+            #expect(ReaderLanguage.chosen(option: nil, environment: ["LANG": locale]) == nil)
+        }
+        #expect(ReaderLanguage.chosen(option: nil, environment: [:]) == nil)
+    }
+}

@@ -119,6 +119,23 @@ private final class FakeService: @unchecked Sendable {
             lock.withLock { arguments = received }
             return [dictionaries([place("osm:node/9", "What If", likelihood: 1)])]
         }
+        // The localized forms answer with the language in each name, so a test sees which was asked.
+        object.addMethod("GetPlacesLocalized", arguments: "us", returns: "taa{sv}") { call in
+            let arguments = try call.arguments()
+            let limit = Int(arguments[0].uint32!), language = arguments[1].string!
+            return [
+                .uint64(8),
+                dictionaries(
+                    (1...(limit == 0 ? 5 : limit)).map {
+                        place("osm:node/\($0)", "Paikka \($0) \(language)", likelihood: 0.5)
+                    }),
+            ]
+        }
+        object.addMethod("RankLocalized", arguments: "dddus", returns: "aa{sv}") { [self] call in
+            let received = try call.arguments()
+            lock.withLock { arguments = received }
+            return [dictionaries([place("osm:node/9", "Mitä jos \(received[4].string!)", likelihood: 1)])]
+        }
         object.addMethod("Select", arguments: "s", returns: "a{sv}") { call in
             let id = try call.arguments()[0].string!
             guard id == "osm:node/1" else {
@@ -179,6 +196,30 @@ private final class FakeService: @unchecked Sendable {
         #expect(current["places"]?.array?.first?["likelihood"] == 0.5)
         #expect(current["location"]?["mode"] == "3d")
         #expect(try client.current(limit: nil)["places"]?.array?.count == 5, "0: the default limit")
+    }
+
+    @Test func aLanguageAsksForTheLocalizedMethodsAndRenamesSignalledRankings() throws {
+        let fake = try FakePlacedBus()
+        let client = try Endpoint.bus(.address(fake.address)).connect(language: "sv")
+        let current = try client.current(limit: 2)
+        #expect(current["generation"] == 8 && current["location"]?["mode"] == "3d")
+        #expect(current["places"]?.array?.map { $0["name"] } == ["Paikka 1 sv", "Paikka 2 sv"])
+        #expect(
+            try client.rank(latitude: 60.2, longitude: 24.9, accuracy: 5, limit: 1)["places"]?.array?.first?["name"]
+                == "Mitä jos sv")
+        #expect(fake.rankArguments.count == 5 && fake.rankArguments[4] == .string("sv"))
+
+        // PlacesChanged (generation 8, in placed's Language=) is asked again in the reader's language.
+        var updates: [[String: JSON]] = []
+        #expect(throws: ClientError.disconnected(endpoint: "io.placed.Placed1 on bus \(fake.address)")) {
+            try client.watch { update in
+                updates.append(update)
+                if updates.count == 1 { fake.emitSignals() }
+                if update["marker"] != nil { fake.leave() }
+            }
+        }
+        #expect(updates.count == 3 && updates[1]["generation"] == 8)
+        #expect(updates[1]["places"]?.array?.first?["name"] == "Paikka 1 sv")
     }
 
     @Test func rankSendsNaNForAnUnknownAccuracy() throws {

@@ -179,6 +179,12 @@ import Testing
             try MapScene(current: current, status: status, map: [:], center: nil, radius: 150)
         }
         #expect(abs(MapScene.queryRadius(radius: 150, width: 800, height: 480) - 291.5) < 0.1)
+
+        // The marker keeps the name its selection recorded; the ranking names it in the reader's language.
+        var swedish = current
+        swedish["places"] = [.object(forum.object!.merging(["name": "Forum (sv)"]) { $1 })]
+        let named = try MapScene(current: swedish, status: status, map: map, center: nil, radius: 150)
+        #expect(named.marker?.title == "Forum (sv)")
     }
 }
 

@@ -108,6 +108,25 @@ private final class ScriptedServer: @unchecked Sendable {
         #expect(server.receivedCalls.first?["parameters"] == ["latitude": 60.1, "longitude": -24.9])
     }
 
+    @Test func theReadersLanguageGoesWithTheCallsThatNamePlaces() throws {
+        let server = try ScriptedServer(answers: [
+            [ScriptedServer.frame(["parameters": ["generation": 1, "stale": false, "places": []]])],
+            [ScriptedServer.frame(["parameters": ["places": []]])],
+            [ScriptedServer.frame(["parameters": ["markers": []]])],
+        ])
+        let client = try Endpoint.socket(path: server.path).connect(language: "sv_FI.UTF-8")
+        #expect(client.language == "sv_FI.UTF-8")
+        _ = try client.current(limit: nil)
+        _ = try client.rank(latitude: 60.1, longitude: 24.9, accuracy: nil, limit: 2)
+        _ = try client.history(limit: nil, before: nil)  // names nothing: no language
+        #expect(
+            server.receivedCalls.map { $0["parameters"] } == [
+                ["language": "sv_FI.UTF-8"],
+                ["latitude": 60.1, "longitude": 24.9, "limit": 2, "language": "sv_FI.UTF-8"],
+                [:],
+            ])
+    }
+
     @Test func errorRepliesThrowTheirName() throws {
         let server = try ScriptedServer(answers: [
             [ScriptedServer.frame(["error": "io.placed.Places.UnknownPlace", "parameters": ["id": "nope"]])]

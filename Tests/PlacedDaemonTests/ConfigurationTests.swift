@@ -33,6 +33,27 @@ import Testing
         #expect(try Configuration.parse(["--help"]) == .help)
     }
 
+    @Test func languageIsALanguageCodeALocaleOrEmpty() throws {
+        for text in ["sv", "sv-FI", "sv_FI.UTF-8", "zh-Hant-TW", ""] {
+            var c = Configuration()
+            try ConfigFile.apply("[Places]\nLanguage=\(text)\n", file: "placed.conf", to: &c)
+            #expect(c.language == text)
+        }
+        for text in ["swedish", "C", "42"] {
+            var c = Configuration()
+            #expect(throws: (any Error).self, "Language=\(text)") {
+                try ConfigFile.apply("[Places]\nLanguage=\(text)\n", file: "placed.conf", to: &c)
+            }
+            #expect(c.language == "", "a refused value changes nothing")
+        }
+        guard case let .run(c) = try Configuration.parse(["--language", "fi"]) else {
+            Issue.record("expected a run command")
+            return
+        }
+        #expect(c.language == "fi")
+        #expect(throws: UsageError.self) { try Configuration.parse(["--language", "finnish"]) }
+    }
+
     @Test func ipv6Endpoint() throws {
         let endpoint = try Settings.parseEndpoint("[::1]:2948")
         #expect(endpoint.host == "::1" && endpoint.port == "2948")
@@ -175,6 +196,7 @@ import Testing
         changed.databasePath = "/srv/places.db"
         changed.selectionsPath = "/srv/log/selections.db"
         changed.selectionGenerations = 7
+        changed.language = "sv_FI.UTF-8"
         changed.writerGroup = "kiosk"
         changed.bus = .none
         changed.socketPath = "/run/kiosk/places"

@@ -1,9 +1,9 @@
-import PlacedCore
 import PlacedStore
 import PlacedSystem
 import PlacedTestSupport
 import Testing
 
+@testable import PlacedCore  // Visit's memberwise initializer
 @testable import PlacedDaemon
 
 #if canImport(Glibc)
@@ -55,15 +55,16 @@ private final class DaemonFixture {
     static let places = [
         Place(id: "osm:node/1", name: "Kahvila", kind: "amenity=cafe", coordinate: centre),
         Place(
-            id: "osm:node/2", name: "Kirjasto", kind: "amenity=library",
-            coordinate: LocalProjection(origin: centre).coordinate(east: 12, north: 0)),
+            id: "osm:node/2", name: "Kirjasto", kind: "amenity=library", address: "Kirjastokatu 1",
+            coordinate: LocalProjection(origin: centre).coordinate(east: 12, north: 0), addressSource: .building,
+            localizedNames: ["sv": "Bibliotek"]),
         Place(
             id: "osm:node/3", name: "Apteekki", kind: "amenity=pharmacy",
             coordinate: LocalProjection(origin: centre).coordinate(east: 0, north: 25)),
     ]
 
-    init(distanceFilter: Double = 50, extra: String = "") throws {
-        try PlaceDatabase.replace(at: directory + "/places.db", with: Self.places)
+    init(distanceFilter: Double = 50, extra: String = "", mapFeatures: [MapFeature]? = nil) throws {
+        try PlaceDatabase.replace(at: directory + "/places.db", with: Self.places, mapFeatures: mapFeatures)
         try "[Location]\nDistanceFilter=\(distanceFilter)\n\(extra)".write(to: directory + "/placed.conf")
         loader = ConfigurationLoader(arguments: [
             "--config", directory + "/placed.conf", "--db", directory + "/places.db", "--static",
@@ -77,7 +78,9 @@ private final class DaemonFixture {
     }
 
     deinit {
-        for name in ["placed.conf", "places.db", "selections.db", "selections.db-wal", "selections.db-shm"] {
+        for name in [
+            "placed.conf", "places.db", "other.db", "selections.db", "selections.db-wal", "selections.db-shm",
+        ] {
             unlink(directory + "/" + name)
         }
         rmdir(directory)
@@ -300,5 +303,137 @@ extension String {
         ) {
             try daemon.refresh(by: Credentials(uid: 65534, gid: 65534))
         }
+    }
+
+    /// Map features: a named street through the centre, a building 500 m east, a park 1500 m north.
+    static let layer: [MapFeature] = {
+        let projection = LocalProjection(origin: centre)
+        func square(east: Double, north: Double) -> [Coordinate] {
+            [(0, 0), (10, 0), (10, 10), (0, 10), (0, 0)].map {
+                projection.coordinate(east: east + $0.0, north: north + $0.1)
+            }
+        }
+        return [
+            MapFeature(
+                id: "osm:way/1", kind: .street, featureClass: "primary", name: "Mannerheimintie",
+                localizedNames: ["sv": "Mannerheimvägen"],
+                geometry: .line([projection.coordinate(east: -40, north: 0), projection.coordinate(east: 40, north: 0)])
+            ),
+            MapFeature(
+                id: "osm:way/2", kind: .building, featureClass: "yes",
+                geometry: .polygons([[square(east: 500, north: 0)]])),
+            MapFeature(
+                id: "osm:way/3", kind: .green, featureClass: "park",
+                geometry: .polygons([[square(east: 0, north: 1500)]])),
+        ]
+    }()
+
+    @Test func mapServesTheLayerWithinTheRadiusNearestFirst() throws {
+        let fixture = try DaemonFixture(mapFeatures: Self.layer)
+        try fixture.start()
+        let daemon = fixture.daemon
+        let root = Credentials(uid: 0, gid: 0)
+        func ids(_ radius: Double) throws -> [String] {
+            try daemon.map(latitude: centre.latitude, longitude: centre.longitude, radius: radius, by: root).map(\.id)
+        }
+        #expect(try ids(100) == ["osm:way/1"])
+        #expect(try ids(1000) == ["osm:way/1", "osm:way/2"])
+        #expect(try ids(0) == ["osm:way/1"], "a radius of 0 is the features at the point")
+        for radius in [1000.5, -1, .nan, .infinity] {
+            // By name: NaN equals nothing, not even the NaN in the error.
+            do {
+                _ = try daemon.map(latitude: centre.latitude, longitude: centre.longitude, radius: radius, by: root)
+                Issue.record("radius \(radius) was accepted")
+            } catch {
+                #expect(error.name == "InvalidRadius" && error.description.hasSuffix("from 0 to 1000"))
+            }
+        }
+        #expect(throws: ServiceError.invalidPosition(latitude: 95, longitude: 24.9)) {
+            try daemon.map(latitude: 95, longitude: 24.9, radius: 100, by: root)
+        }
+        #expect(
+            throws: ServiceError.permissionDenied(
+                operation: "Map", requirement: "root or membership of group placed or placed-read")
+        ) {
+            try daemon.map(
+                latitude: centre.latitude, longitude: centre.longitude, radius: 100,
+                by: Credentials(uid: 65534, gid: 65534))
+        }
+    }
+
+    @Test func mapIsBoundedInFeaturesAndNeedsTheLayerOfTheFileLoaded() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let daemon = fixture.daemon
+        let root = Credentials(uid: 0, gid: 0)
+        #expect(throws: ServiceError.noMapLayer) {
+            try daemon.map(latitude: centre.latitude, longitude: centre.longitude, radius: 100, by: root)
+        }
+        // A new import renamed over the file serves its layer after a Refresh, not before.
+        let projection = LocalProjection(origin: centre)
+        let crowd = (0...Daemon.maximumMapFeatures).map { n in
+            let at = projection.coordinate(east: Double(n % 71) - 35, north: Double(n / 71) - 35)
+            return MapFeature(
+                id: "osm:node/\(n)", kind: .path, featureClass: "footway",
+                geometry: .line([at, projection.coordinate(east: Double(n % 71) - 34, north: Double(n / 71) - 35)]))
+        }
+        let other = fixture.directory + "/other.db"
+        try PlaceDatabase.replace(at: other, with: DaemonFixture.places, mapFeatures: Array(Self.layer + crowd))
+        #expect(rename(other, fixture.databasePath) == 0)
+        #expect(throws: ServiceError.noMapLayer) {
+            try daemon.map(latitude: centre.latitude, longitude: centre.longitude, radius: 100, by: root)
+        }
+        try daemon.refresh(by: root)
+        #expect(throws: ServiceError.tooManyFeatures(maximum: Daemon.maximumMapFeatures)) {
+            try daemon.map(latitude: centre.latitude, longitude: centre.longitude, radius: 100, by: root)
+        }
+        // Away from the crowd, the same file serves a map.
+        let east = projection.coordinate(east: 500, north: 0)
+        #expect(
+            try daemon.map(latitude: east.latitude, longitude: east.longitude, radius: 20, by: root).map(\.id) == [
+                "osm:way/2"
+            ])
+    }
+
+    @Test func namesFollowTheCallsLanguageElseLanguageSetting() throws {
+        let fixture = try DaemonFixture()
+        try fixture.start()
+        let daemon = fixture.daemon
+        let root = Credentials(uid: 0, gid: 0)
+        let library = try #require(
+            try daemon.current(limit: nil, by: root)?.places.first { $0.place.id == "osm:node/2" })
+        func name(_ language: String?) -> Record.Value? { Record.place(library, language: language)["name"] }
+        #expect(daemon.language == nil)
+        #expect(daemon.language(asked: nil) == nil && daemon.language(asked: "") == nil)
+        #expect(name(daemon.language(asked: nil)) == .string("Kirjasto"), "no Language=: the name tag")
+        #expect(name(daemon.language(asked: "sv_FI.UTF-8")) == .string("Bibliotek"))
+        #expect(name(daemon.language(asked: "fi")) == .string("Kirjasto"), "no name:fi: the name tag")
+
+        var configuration = daemon.configuration
+        configuration.language = "sv"
+        daemon.apply(configuration)
+        #expect(daemon.language == "sv" && daemon.language(asked: "") == "sv")
+        #expect(name(daemon.language(asked: nil)) == .string("Bibliotek"))
+        #expect(name(daemon.language(asked: "C")) == .string("Kirjasto"), "C asks for the name tags")
+        #expect(Record.place(library, language: nil)["address_source"] == .string("building"))
+        // A visit's places are named as a ranking's.
+        let visit = Visit(
+            id: 1, startedAt: 1, endedAt: 2, lastSeenAt: 2, centre: centre, accuracy: 3, fixes: 4, mode: .threeD)
+        let ended = Record.visit(
+            visit, clock: ServiceClock(monotonic: 2, wall: 0), place: library, language: daemon.language(asked: nil))
+        guard case .record(let visitPlace)? = ended["place"] else {
+            Issue.record("a visit record without its place")
+            return
+        }
+        #expect(visitPlace["name"] == .string("Bibliotek"))
+
+        // A marker's place keeps the name its selection recorded and carries no address source.
+        let marker = Record.marker(try daemon.select(id: "osm:node/2", by: root))
+        guard case .record(let place)? = marker["place"] else {
+            Issue.record("a marker without its place")
+            return
+        }
+        #expect(place["name"] == .string("Kirjasto") && place["address"] == .string("Kirjastokatu 1"))
+        #expect(place["address_source"] == nil)
     }
 }

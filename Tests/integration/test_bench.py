@@ -1,4 +1,5 @@
-"""The snap benchmark runs, its tables say what they measure, and bench/run reads the figures it prints.
+"""The snap benchmark runs, its tables say what they measure, and bench/run reads the figures it prints;
+so does the map-through-the-daemon benchmark, briefly.
 
 A short run (600 visits) cannot judge the goal; it checks what holds at any sample size worth the
 name: the ranker beats the nearest place at top 1, and a stricter reading of the same accuracy leaves
@@ -8,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -23,11 +25,11 @@ def snap_output():
     return out.stdout
 
 
-def bench_run_rows(output):
+def bench_run_rows(output, name="snap"):
     loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "bench" / "run"))
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_run", loader))
     loader.exec_module(module)
-    return {row[0]: row for row in module.rows("snap", output)}
+    return {row[0]: row for row in module.rows(name, output)}
 
 
 def top5_at_15m(output, reading):
@@ -59,3 +61,17 @@ def test_bench_run_reads_every_snap_figure(snap_output):
     assert "snap top-5 at 15 m read as sigma per axis" in rows
     timings = [name for name in rows if name.startswith("ranking time per fix")]
     assert len(timings) == 2
+
+
+def test_map_daemon_bench_runs_and_bench_run_reads_it():
+    out = subprocess.run([sys.executable, ROOT / "bench" / "map_daemon.py", "--calls", "10", "--runs", "2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = bench_run_rows(out.stdout, "map-daemon")
+    maps = [rows["varlink Map %d m through placed (round trip)" % radius] for radius in (150, 292, 1000)]
+    replies = [float(re.search(r"reply ([\d.]+) kB", row[4]).group(1)) for row in maps]
+    assert 0 < replies[0] < replies[1] < replies[2], replies
+    assert all(row[1].startswith("p50 ") and row[1].endswith(" ms") for row in maps)
+    assert "placed RSS after Map calls, 1.5 s later" in rows
+    assert {"placectl map to SVG, exec to exit (800x480, 150 m)", "placectl map to PNG, exec to exit (800x480, 150 m)"} \
+        <= set(rows)

@@ -140,6 +140,50 @@ def test_select_emits_marker_and_properties_changed(bus, placed, tmp_path):
     assert unwrap(busctl(bus, "get-property", NAME, PATH, IFACE, "Marker")["data"])["selection"] == 1
 
 
+# At the European Chemicals Agency, first there: its name tag (fi), name:sv and name:en differ.
+AGENCY, AT_AGENCY = "osm:node/4989964844", "60.1657943,24.938207,5"
+FI, SV, EN = "Euroopan kemikaalivirasto", "Europeiska Kemikaliemyndigheten", "European Chemicals Agency"
+
+
+def test_names_in_language_setting_or_the_localized_methods_language(bus, placed_bin, places_db, tmp_path):
+    shutil.copy(places_db, tmp_path / "places.db")
+    daemon = Placed(placed_bin, "--bus", "session", "--static", AT_AGENCY, "--language", "en", "--db",
+                    tmp_path / "places.db", "--socket", tmp_path / "sock", env={"DBUS_SESSION_BUS_ADDRESS": bus})
+    try:
+        daemon.wait_for(r"ranking 1:")
+
+        def name(places):
+            return next(p["name"] for p in unwrap(places) if p["id"] == AGENCY)
+        assert name(call(bus, "GetPlaces", "u", 5)["data"][1]) == EN, "Language= without a language asked"
+        assert name(call(bus, "Rank", "dddu", 60.1657943, 24.938207, 5, 3)["data"][0]) == EN
+        for language, expected in [("sv_FI.UTF-8", SV), ("", EN), ("C", FI), ("de", FI)]:
+            reply = call(bus, "GetPlacesLocalized", "us", 5, language)
+            assert reply["type"] == "taa{sv}" and reply["data"][0] == 1
+            assert name(reply["data"][1]) == expected, language
+            assert name(call(bus, "RankLocalized", "dddus", 60.1657943, 24.938207, 5, 3, language)["data"][0]) == expected
+        assert unwrap(call(bus, "GetPlacesLocalized", "us", 5, "sv")["data"][1])[0]["address_source"] in \
+            {"own", "building", "nearby", "street", "none"}
+        assert gdbus_error(bus, "GetPlacesLocalized", "uint32 21", "sv") == "io.placed.Placed1.Error.InvalidLimit"
+
+        # PlacesChanged, one signal for every listener, names in Language=.
+        monitor = subprocess.Popen(["gdbus", "monitor", "--address", bus, "--dest", NAME, "--object-path", PATH],
+                                   stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            call(bus, "Refresh")
+            seen = ""
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "PlacesChanged" not in seen:
+                seen += monitor.stdout.readline()
+            seen += monitor.stdout.readline()
+        finally:
+            monitor.kill()
+            monitor.wait()
+        assert "io.placed.Placed1.PlacesChanged (uint64 2," in seen and EN in seen and SV not in seen, seen
+    finally:
+        assert daemon.stop() == 0
+
+
 def gdbus_error(bus, method, *args, user=None):
     """The D-Bus error name of a failing call, as gdbus reports it."""
     out = subprocess.run((user or []) + ["gdbus", "call", "--address", bus, "--dest", NAME, "--object-path", PATH,
@@ -199,6 +243,9 @@ def test_placed_itself_refuses_nobody_on_a_bus_without_the_policy(bus, placed):
 def test_a_reader_reads_and_hears_but_may_not_select(bus, placed):
     places = unwrap(call(bus, "GetPlaces", "u", 1, user=reader())["data"][1])
     assert places
+    # The localized forms are reading too (the policy lets readers call them).
+    assert unwrap(call(bus, "GetPlacesLocalized", "us", 1, "sv", user=reader())["data"][1])[0]["id"] == places[0]["id"]
+    assert unwrap(call(bus, "RankLocalized", "dddus", 60.1699, 24.9384, 10, 1, "sv", user=reader())["data"][0])
     location = unwrap(busctl(bus, "get-property", NAME, PATH, IFACE, "Location", user=reader())["data"])
     assert location["latitude"] == 60.1699
     assert gdbus_error(bus, "Select", places[0]["id"], user=reader()) == "org.freedesktop.DBus.Error.AccessDenied"

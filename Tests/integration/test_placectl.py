@@ -9,6 +9,7 @@ import select
 import shutil
 import signal
 import subprocess
+import xml.etree.ElementTree
 
 import pytest
 
@@ -27,8 +28,10 @@ class Daemon:
         self.socket = tmp_path / "sock"
         self.placectl_bin = placectl_bin
         self.address = bus_address
-        # Each test its own runtime directory, so the row cache starts empty.
-        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+        # Each test its own runtime directory, so the row cache starts empty; a locale without a
+        # language, so names are the name tags whatever the machine's locale.
+        self.env = {**{k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")},
+                    "LANG": "C.UTF-8", "XDG_RUNTIME_DIR": str(tmp_path / "run")}
         (tmp_path / "run").mkdir()
         self.connection = ["--address", bus_address] if bus_address else ["--socket", str(self.socket)]
         self.placed = Placed(placed_bin, "--bus", "session" if bus_address else "none", "--static", HELSINKI,
@@ -36,12 +39,14 @@ class Daemon:
                              env={"DBUS_SESSION_BUS_ADDRESS": bus_address} if bus_address else None)
         self.placed.wait_for(r"ranking 1: ")
 
-    def ctl(self, *arguments, connect=True, timeout=20):
+    def ctl(self, *arguments, connect=True, timeout=20, locale=None):
+        """placectl ARGUMENTS; `locale`: LANG for this run."""
+        env = self.env if locale is None else {**self.env, "LANG": locale}
         return subprocess.run([str(self.placectl_bin), *map(str, arguments), *(self.connection if connect else [])],
-                              capture_output=True, text=True, timeout=timeout, env=self.env)
+                              capture_output=True, text=True, timeout=timeout, env=env)
 
-    def json(self, *arguments):
-        out = self.ctl(*arguments, "--json")
+    def json(self, *arguments, locale=None):
+        out = self.ctl(*arguments, "--json", locale=locale)
         assert out.returncode == 0, out.stderr
         assert out.stdout.count("\n") == 1, "one JSON document on one line"
         return json.loads(out.stdout)
@@ -168,13 +173,95 @@ def test_daemon_errors_exit_1_with_their_name(daemon, arguments, name):
     assert daemon.ctl(*arguments, "--json").stderr == out.stderr
 
 
-def test_map_asks_placed_for_its_map_layer(daemon, tmp_path):
-    # Until placed serves Map (WIRING.md), the call is made and its refusal named; nothing is written.
-    out = daemon.ctl("map", "--output", tmp_path / "map.svg")
-    assert out.returncode == 1 and out.stdout == ""
-    assert out.stderr == "placectl: this placed does not offer io.placed.Places.Map " \
-                         "(org.varlink.service.MethodNotFound)\n"
-    assert not (tmp_path / "map.svg").exists()
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def svg_texts(path):
+    return ["".join(t.itertext()) for t in xml.etree.ElementTree.parse(path).getroot().iter(SVG + "text")]
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_map_draws_the_ranking_and_marker_svg_and_png(daemon, tmp_path):
+    names = [p["name"] for p in daemon.json("places")["places"]][:5]
+    assert daemon.ctl("select", "1").returncode == 0
+    svg, png = tmp_path / "map.svg", tmp_path / "map.png"
+    for path in (svg, png):
+        out = daemon.ctl("map", "--output", path)
+        assert out.returncode == 0, out.stderr
+        assert re.fullmatch(r"map written to %s: 800×480, [\d,]+ features, 5 places, the marker\n" % re.escape(str(path)),
+                            out.stdout), out.stdout
+    texts = svg_texts(svg)
+    assert set(names) <= set(texts) and "© OpenStreetMap contributors" in texts
+    assert daemon.json("status")["marker"]["place"]["name"] in texts
+    assert "Mannerheimintie" in texts, "street names"
+    assert png_size(png) == (800, 480)
+    # Standard output without --output; another size and centre.
+    out = daemon.ctl("map", "--size", "640x400", "--at", "60.1686,24.9505", "--radius", "80")
+    assert out.returncode == 0, out.stderr
+    root = xml.etree.ElementTree.fromstring(out.stdout)
+    assert (root.get("width"), root.get("height")) == ("640", "400")
+    small = tmp_path / "small.png"
+    assert daemon.ctl("map", "--size", "320x200", "--output", small).returncode == 0
+    assert png_size(small) == (320, 200)
+
+
+def test_map_without_a_map_layer_is_named_and_writes_nothing(placed_bin, placectl_bin, tmp_path):
+    out = subprocess.run([placectl_bin, "import", ROOT / "data" / "helsinki-center.osm.pbf", "--db",
+                          tmp_path / "bare.db", "--no-map"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    d = Daemon(placed_bin, placectl_bin, tmp_path / "bare.db", tmp_path)
+    try:
+        out = d.ctl("map", "--output", tmp_path / "map.svg")
+        assert out.returncode == 1 and out.stdout == ""
+        assert out.stderr == "placectl: the places file has no map layer: import it again without --no-map " \
+                             "(io.placed.Places.NoMapLayer)\n"
+        assert not (tmp_path / "map.svg").exists()
+    finally:
+        assert d.placed.stop() == 0
+
+
+# Near the centre: Lasipalatsi (name:sv Glaspalatset); at the European Chemicals Agency: name:sv
+# and name:en as well.
+AGENCY = ("60.1657943", "24.938207", "osm:node/4989964844")
+AGENCY_NAMES = {"fi": "Euroopan kemikaalivirasto", "sv": "Europeiska Kemikaliemyndigheten",
+                "en": "European Chemicals Agency"}
+
+
+def agency_name(d, *options, locale=None):
+    ranked = d.json("rank", AGENCY[0], AGENCY[1], "--accuracy", "5", "-n", "3", *options, locale=locale)["places"]
+    return next(p["name"] for p in ranked if p["id"] == AGENCY[2])
+
+
+@pytest.mark.parametrize("options, locale, expected", [
+    ([], None, "fi"), (["--language", "sv"], None, "sv"), (["--language=en_GB.UTF-8"], None, "en"),
+    ([], "sv_FI.UTF-8", "sv"), ([], "en_US.UTF-8", "en"), ([], "de_DE.UTF-8", "fi"), ([], "POSIX", "fi"),
+    (["--language", "C"], "sv_FI.UTF-8", "fi"), (["--language", "en"], "sv_FI.UTF-8", "en"),
+])
+def test_names_follow_language_else_lang(daemon, options, locale, expected):
+    assert agency_name(daemon, *options, locale=locale) == AGENCY_NAMES[expected]
+
+
+def test_language_reaches_places_watch_and_map(daemon, tmp_path):
+    def names(*options, locale=None):
+        return {p["name"] for p in daemon.json("places", "-n", "20", *options, locale=locale)["places"]}
+    assert "Lasipalatsi" in names() and "Glaspalatset" not in names()
+    assert "Glaspalatset" in names("--language", "sv") and "Glaspalatset" in names(locale="sv_FI.UTF-8")
+    assert names("--language", "sv") == names(locale="sv_FI.UTF-8")
+    assert daemon.json("--language", "sv", "places", "-n", "20")["places"] == \
+        daemon.json("places", "-n", "20", "--language", "sv")["places"], "a global option or the command's"
+    with running(daemon.popen("watch", "--json", "--language", "sv")) as watch:
+        first = json.loads(read_line(watch))
+        assert first["places"] == daemon.json("places", "--language", "sv")["places"]
+    svg = tmp_path / "sv.svg"
+    assert daemon.ctl("map", "--language", "sv", "--output", svg).returncode == 0
+    assert "Mannerheimvägen" in svg_texts(svg) and "Mannerheimintie" not in svg_texts(svg)
+    assert daemon.ctl("map", "--output", svg, locale="sv_FI.UTF-8").returncode == 0
+    assert "Mannerheimvägen" in svg_texts(svg)
 
 
 def test_rank_is_a_what_if_query(daemon):
@@ -255,7 +342,7 @@ def test_a_socket_nobody_listens_on(placectl_bin, tmp_path):
     ["rank", "north", "east"], ["places", "--limit", "0"], ["places", "--limit"], ["rank", "1", "2", "--accuracy", "-3"],
     ["--bus", "--socket", "/x", "status"], ["--json", "import", "x.osm.pbf"], ["history", "--before", "x"],
     ["map", "--at", "60.17"], ["map", "--at", "95,24"], ["map", "--radius", "5000"], ["map", "--size", "800"],
-    ["map", "--limit", "21"], ["map", "extra"],
+    ["map", "--limit", "21"], ["map", "extra"], ["--language", "sv", "status"], ["history", "--language", "sv"],
 ])
 def test_usage_errors_exit_2(placectl_bin, arguments):
     out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
@@ -313,7 +400,7 @@ def test_bash_completion_offers_commands_options_and_ids(daemon):
         source %s
         complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _placectl; echo "${COMPREPLY[*]}"; }
         complete_words placectl pl
-        complete_words placectl places --l
+        complete_words placectl places --li
         complete_words placectl --socket %s select osm:
     """ % (completion, daemon.socket)
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=20,
@@ -375,6 +462,18 @@ def test_bus_status_and_places_match_varlink(bus_daemon):
     drawn = bus_daemon.ctl("map")
     assert drawn.returncode == 1 and drawn.stdout == ""
     assert drawn.stderr == "placectl: placectl map needs placed's varlink socket: D-Bus has no map\n"
+
+
+def test_bus_names_in_the_readers_language_match_varlink(bus_daemon):
+    for options, locale in [(["--language", "sv"], None), ([], "en_GB.UTF-8"), (["--language", "C"], "sv_FI.UTF-8")]:
+        over_bus = bus_daemon.json("places", "-n", "20", *options, locale=locale)
+        env = {**bus_daemon.env, "LANG": locale} if locale else bus_daemon.env
+        over = subprocess.run([str(bus_daemon.placectl_bin), "places", "-n", "20", *options, "--json", "--socket",
+                               str(bus_daemon.socket)], capture_output=True, text=True, timeout=20, env=env)
+        assert over_bus["places"] == json.loads(over.stdout)["places"], (options, locale)
+    assert agency_name(bus_daemon, "--language", "sv") == AGENCY_NAMES["sv"]
+    assert agency_name(bus_daemon, locale="en_US.UTF-8") == AGENCY_NAMES["en"]
+    assert agency_name(bus_daemon) == AGENCY_NAMES["fi"]
 
 
 def test_bus_select_by_row_history_and_named_error(bus_daemon):

@@ -2,11 +2,14 @@
 introspection, every method, the Watch stream, named and standard errors, replies that match the
 interface definition to the letter."""
 import datetime
+import json
 import math
 import os
 import re
 import shutil
+import signal
 import sqlite3
+import time
 
 import pytest
 import varlink
@@ -93,7 +96,9 @@ def test_select_returns_the_marker_and_history_lists_it(start_placed):
         before = datetime.datetime.now(datetime.timezone.utc)
         marker = places.Select(current["places"][1]["id"])["marker"]
         assert returns("Select", {"marker": marker}) == []
-        assert marker["place"] == current["places"][1], "the place as it stood in the ranking"
+        ranked = dict(current["places"][1])
+        assert ranked.pop("address_source") in {"own", "building", "nearby", "street", "none"}
+        assert marker["place"] == ranked, "the place as it stood in the ranking, but where its address came from"
         assert marker["generation"] == 1 and marker["selection"] == 1
         assert {k: marker["location"][k] for k in ("latitude", "longitude", "accuracy")} == \
             {k: current["location"][k] for k in ("latitude", "longitude", "accuracy")}
@@ -280,3 +285,230 @@ def test_refresh_reloads_the_places_only_when_the_file_changed(start_placed, pla
         placed.wait_for(r"Refresh: keeping the \d+ places loaded")
         current = places.Current()
         assert current["generation"] == 3 and len(current["places"]) == 5
+
+
+# --- Map: the map layer around a position ------------------------------------------------------
+
+KINDS = {"street", "path", "rail", "building", "water", "green", "square"}
+
+
+def box_distance(feature, latitude, longitude):
+    """Metres from a point to a feature's bounding box (equirectangular: exact enough within 1 km)."""
+    def positions(coordinates):
+        if isinstance(coordinates[0], (int, float)):
+            yield coordinates
+        else:
+            for inner in coordinates:
+                yield from positions(inner)
+    points = list(positions(feature["geometry"]["coordinates"]))
+    lons, lats = [p[0] for p in points], [p[1] for p in points]
+    north = max(min(latitude, max(lats)), min(lats)) - latitude
+    east = max(min(longitude, max(lons)), min(lons)) - longitude
+    return math.hypot(north * 111_195, east * 111_195 * math.cos(math.radians(latitude)))
+
+
+def test_map_answers_the_pypi_client_as_the_interface_declares(start_placed):
+    placed = start_placed()
+    latitude, longitude = 60.1699, 24.9384
+    with placed.open() as places:
+        reply = places.Map(latitude, longitude, 150.0)
+        assert returns("Map", reply) == []
+        features = reply["features"]
+        assert 50 < len(features) < 1000
+        assert {f["properties"]["kind"] for f in features} >= {"street", "building"}
+        assert {f["properties"]["kind"] for f in features} <= KINDS
+        assert all(f["type"] == "Feature" and f["id"].startswith(("osm:way/", "osm:relation/")) for f in features)
+        assert {f["geometry"]["type"] for f in features} <= {"LineString", "Polygon", "MultiPolygon"}
+        # Within the radius, nearest first (the box distance placed sorts by, to 1 m).
+        distances = [box_distance(f, latitude, longitude) for f in features]
+        assert max(distances) <= 151
+        assert all(a <= b + 1 for a, b in zip(distances, distances[1:]))
+        streets = {f["properties"].get("name") for f in features if f["properties"]["kind"] == "street"}
+        assert "Mannerheimintie" in streets
+        # A wider circle holds what the narrower one did; radius 0 the features at the point.
+        wider = {f["id"] for f in places.Map(latitude, longitude, 300.0)["features"]}
+        assert {f["id"] for f in features} < wider
+        assert len(places.Map(latitude, longitude, 0.0)["features"]) < len(features)
+        assert places.Status()["generation"] == 1, "Map changes nothing"
+
+
+@pytest.mark.parametrize("parameters, error", [
+    ({"latitude": 60.17, "longitude": 24.94, "radius": 1001.0}, ("InvalidRadius", {"radius": 1001, "maximum": 1000})),
+    ({"latitude": 60.17, "longitude": 24.94, "radius": -1.0}, ("InvalidRadius", {"radius": -1, "maximum": 1000})),
+    ({"latitude": 95.0, "longitude": 24.94, "radius": 100.0}, ("InvalidPosition", {"latitude": 95, "longitude": 24.94})),
+    ({"latitude": 60.17, "longitude": 181.0, "radius": 100.0},
+     ("InvalidPosition", {"latitude": 60.17, "longitude": 181})),
+])
+def test_map_bounds_are_named_errors(start_placed, parameters, error):
+    placed = start_placed()
+    with placed.open() as places:
+        with pytest.raises(varlink.VarlinkError) as refused:
+            places.Map(**parameters)
+        assert error_conforms(refused.value) == (PLACES + "." + error[0], error[1])
+        assert places.Map(60.17, 24.94, 1000.0)["features"], "the limit itself is served"
+    with placed.raw() as raw:
+        for bad in ({"latitude": 60.17, "longitude": 24.94}, {"latitude": 60.17, "longitude": 24.94, "radius": "9"},
+                    {"latitude": 60.17, "longitude": 24.94, "radius": 9, "language": 5},
+                    {"latitude": 60.17, "longitude": 24.94, "radius": 9, "zoom": 3}):
+            with pytest.raises(VarlinkReplyError) as refused:
+                raw.call(PLACES + ".Map", **bad)
+            assert refused.value.name == "org.varlink.service.InvalidParameter"
+
+
+def test_map_of_a_file_imported_without_the_layer_is_no_map_layer(start_placed, placectl_bin, tmp_path):
+    from conftest import HELSINKI
+    import subprocess
+    out = subprocess.run([placectl_bin, "import", HELSINKI, "--db", tmp_path / "places.db", "--no-map"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    placed = start_placed()
+    with placed.open() as places:
+        with pytest.raises(varlink.VarlinkError) as refused:
+            places.Map(60.1699, 24.9384, 150.0)
+        assert error_conforms(refused.value) == (PLACES + ".NoMapLayer", {})
+        assert len(places.Current()["places"]) == 5, "the places serve without their map"
+
+
+def zigzag_varints(values):
+    out = bytearray()
+    for value in values:
+        value = (value << 1) ^ (value >> 63)
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out)
+
+
+def add_footways(path, count, latitude, longitude):
+    """Adds `count` short footways (10 m, a few metres apart) around a point to a places file's map
+    layer, as the import writes them (MapGeometryCoding, the R*Tree in 1e-7 degree)."""
+    db = sqlite3.connect(path)
+    with db:
+        first = db.execute("SELECT max(rowid) FROM map_features").fetchone()[0] + 1
+        for n in range(count):
+            lat = round((latitude + (n // 60 - 30) * 4e-5) * 1e7)
+            lon = round((longitude + (n % 60 - 30) * 8e-5) * 1e7)
+            blob = b"\x01\x02" + zigzag_varints([lat, lon, 0, 1800])  # a line of 2 points, 10 m east
+            db.execute("INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) "
+                       "VALUES (?, ?, 'path', 'footway', NULL, NULL, ?)", (first + n, "osm:way/9%08d" % n, blob))
+            db.execute("INSERT INTO map_bounds(id, min_lat, max_lat, min_lon, max_lon) VALUES (?, ?, ?, ?, ?)",
+                       (first + n, lat, lat, lon, lon + 1800))
+        db.execute("UPDATE meta SET value = (SELECT count(*) FROM map_features) WHERE key = 'map_feature_count'")
+    db.close()
+
+
+def test_the_largest_map_reply_reaches_a_slow_reader_and_one_more_feature_is_too_many(
+        start_placed, places_db, tmp_path):
+    # The densest real circle, then a file with exactly 5,000 features within 1000 m of it.
+    latitude, longitude = 60.1699, 24.9384
+    placed = start_placed()
+    with placed.open() as places:
+        real = len(places.Map(latitude, longitude, 1000.0)["features"])
+    assert 2000 < real < 5000
+    full = tmp_path / "full"
+    full.mkdir()
+    shutil.copy(places_db, full / "places.db")
+    add_footways(full / "places.db", 5000 - real, latitude, longitude)
+    placed = start_placed(directory=full)
+    wmem = int(open("/proc/sys/net/core/wmem_default").read())
+    with placed.raw(timeout=20) as raw:
+        raw.send(PLACES + ".Map", {"latitude": latitude, "longitude": longitude, "radius": 1000.0})
+        time.sleep(1.0)  # read nothing while placed writes: the reply waits in its queue
+        message = raw.receive()
+        size = len(json.dumps(message, separators=(",", ":")))
+        assert "error" not in message and len(message["parameters"]["features"]) == 5000
+        # More than the server's default queue (256 KiB) and the socket buffer could hold.
+        assert size > 256 * 1024 + wmem, size
+        assert raw.call(PLACES + ".Status")["generation"] == 1, "and the connection goes on"
+
+    # One more, in a new file renamed into place as an import does: served after the Refresh.
+    shutil.copy(full / "places.db", full / "new.db")
+    add_footways(full / "new.db", 1, latitude, longitude)
+    os.rename(full / "new.db", full / "places.db")
+    with placed.open() as places:
+        assert len(places.Map(latitude, longitude, 1000.0)["features"]) == 5000, "the loaded file until Refresh"
+        places.Refresh()
+        with pytest.raises(varlink.VarlinkError) as refused:
+            places.Map(latitude, longitude, 1000.0)
+        assert error_conforms(refused.value) == (PLACES + ".TooManyFeatures", {"maximum": 5000})
+        assert len(places.Map(latitude, longitude, 300.0)["features"]) < 5000, "a smaller radius is served"
+
+
+# --- Names in the reader's language -------------------------------------------------------------
+
+# At the European Chemicals Agency, which ranks first there: name fi, name:sv and name:en differ.
+AGENCY = "osm:node/4989964844"
+AT_AGENCY = "60.1657943,24.938207,5"
+AGENCY_NAMES = {"fi": "Euroopan kemikaalivirasto", "sv": "Europeiska Kemikaliemyndigheten",
+                "en": "European Chemicals Agency"}
+
+
+def name_of(reply, place_id=AGENCY):
+    return next(p["name"] for p in reply["places"] if p["id"] == place_id)
+
+
+@pytest.mark.parametrize("language, expected", [
+    (None, "fi"), ("", "fi"), ("sv", "sv"), ("SV", "sv"), ("sv-FI", "sv"), ("sv_FI.UTF-8", "sv"), ("en_GB.UTF-8", "en"),
+    ("de", "fi"), ("C", "fi"), ("not a language", "fi"),
+])
+def test_current_and_rank_name_places_in_the_language_asked_else_the_name_tag(start_placed, language, expected):
+    placed = start_placed(static=AT_AGENCY)
+    asked = {} if language is None else {"language": language}
+    with placed.open() as places:
+        current = places.Current(**asked)
+        assert returns("Current", current) == []
+        assert current["places"][0]["id"] == AGENCY and name_of(current) == AGENCY_NAMES[expected]
+        assert current["places"][0]["address_source"] in {"own", "building", "nearby", "street", "none"}
+        # By name: the PyPI client drops keyword parameters after positional ones.
+        ranked = places.Rank(latitude=60.1657943, longitude=24.938207, accuracy=5.0, limit=3, **asked)
+        assert name_of(ranked) == AGENCY_NAMES[expected]
+
+
+def test_language_setting_names_replies_without_a_language_and_sighup_changes_it(start_placed, tmp_path):
+    config = tmp_path / "placed.conf"
+    config.write_text("[Places]\nLanguage=en\n")
+    placed = start_placed("--config", config, static=AT_AGENCY)
+    with placed.open() as places, placed.open() as default_watcher, placed.open() as swedish_watcher:
+        assert name_of(places.Current()) == AGENCY_NAMES["en"]
+        assert name_of(places.Current(language="")) == AGENCY_NAMES["en"], "empty: Language="
+        assert name_of(places.Current(language="C")) == AGENCY_NAMES["fi"], "C: the name tags"
+        assert name_of(places.Current(language="sv")) == AGENCY_NAMES["sv"], "the call's own wins"
+        default, swedish = default_watcher.Watch(_more=True), swedish_watcher.Watch(language="sv", _more=True)
+        assert name_of(next(default)) == AGENCY_NAMES["en"] and name_of(next(swedish)) == AGENCY_NAMES["sv"]
+        places.Refresh()
+        assert name_of(next(default)) == AGENCY_NAMES["en"] and name_of(next(swedish)) == AGENCY_NAMES["sv"]
+
+        # Reloaded: the watcher that asked for no language follows Language=; the other keeps its own.
+        config.write_text("[Places]\nLanguage=\n")
+        placed.proc.send_signal(signal.SIGHUP)
+        assert name_of(next(default)) == AGENCY_NAMES["fi"] and name_of(next(swedish)) == AGENCY_NAMES["sv"]
+        assert name_of(places.Current()) == AGENCY_NAMES["fi"]
+
+
+def test_watchers_of_many_languages_each_get_their_own(start_placed):
+    placed = start_placed(static=AT_AGENCY)
+    languages = ["sv", "sv_FI.UTF-8", "en", None, "C", "de"]
+    with placed.raw() as control:
+        watchers = []
+        for language in languages:
+            raw = placed.raw()
+            raw.send(PLACES + ".Watch", {} if language is None else {"language": language}, more=True)
+            raw.receive()  # the current state
+            watchers.append(raw)
+        control.call(PLACES + ".Refresh")
+        got = [name_of(raw.receive()["parameters"]) for raw in watchers]
+        assert got == [AGENCY_NAMES[k] for k in ("sv", "sv", "en", "fi", "fi", "fi")]
+        for raw in watchers:
+            raw.close()
+
+
+def test_map_names_streets_in_the_language_asked(start_placed):
+    placed = start_placed()
+    with placed.open() as places:
+        def streets(**language):
+            return {f["properties"].get("name") for f in places.Map(latitude=60.1699, longitude=24.9384, radius=150.0, **language)["features"]
+                    if f["properties"]["kind"] == "street"}
+        assert "Mannerheimintie" in streets() and "Mannerheimvägen" not in streets()
+        assert "Mannerheimvägen" in streets(language="sv_FI.UTF-8") and "Mannerheimintie" not in streets(language="sv")
+        assert streets(language="xx") == streets(language="C") == streets()

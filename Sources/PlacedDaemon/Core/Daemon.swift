@@ -183,6 +183,7 @@ public final class Daemon: PlacesService, LocationSink {
     public var placeCount: Int { catalog?.count ?? 0 }
     public var distanceFilter: Double { filter.threshold }
     public var now: UInt64 { loop.now }
+    public var language: String? { configuration.language.isEmpty ? nil : configuration.language }
     public var clock: ServiceClock { ServiceClock(monotonic: loop.now, wall: Self.wallClock()) }
 
     public func authorize(_ caller: Credentials, to access: Access, _ operation: String) throws(ServiceError) {
@@ -315,6 +316,37 @@ public final class Daemon: PlacesService, LocationSink {
         } catch {
             throw .storeFailed(reason: error.description)
         }
+    }
+
+    /// Metres around the centre a Map call may ask for: a map of a street or a square, not a city.
+    public static let maximumMapRadius = 1000.0
+    /// Features one Map reply carries at most: the 2,923 within 1000 m of Helsinki's centre fit (a
+    /// reply of 706 kB); a denser centre asks for a smaller radius.
+    public static let maximumMapFeatures = 5000
+
+    public func map(latitude: Double, longitude: Double, radius: Double, by caller: Credentials)
+        throws(ServiceError) -> [MapFeature]
+    {
+        try authorize(caller, to: .read, "Map")
+        let centre = Coordinate(latitude: latitude, longitude: longitude)
+        guard centre.isValid else { throw .invalidPosition(latitude: latitude, longitude: longitude) }
+        guard radius.isFinite, radius >= 0, radius <= Self.maximumMapRadius else {
+            throw .invalidRadius(radius: radius, maximum: Self.maximumMapRadius)
+        }
+        guard let catalog else { throw .noPlaces }
+        let features: [MapFeature]
+        do {
+            // The catalog's own file: after a Refresh onto a new import, the new file's layer.
+            features = try catalog.placeSet.features(within: radius, of: centre, limit: Self.maximumMapFeatures + 1)
+        } catch .noMapLayer {
+            throw .noMapLayer
+        } catch {
+            throw .storeFailed(reason: error.description)
+        }
+        guard features.count <= Self.maximumMapFeatures else {
+            throw .tooManyFeatures(maximum: Self.maximumMapFeatures)
+        }
+        return features
     }
 
     // MARK: Reloading

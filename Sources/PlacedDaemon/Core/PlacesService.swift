@@ -19,6 +19,9 @@ public protocol PlacesService: AnyObject {
     var openVisit: (visit: Visit, place: RankedPlace?)? { get }
     /// CLOCK_MONOTONIC now, microseconds: for the age of a fix.
     var now: UInt64 { get }
+    /// `Language=`: the language of the names in replies to calls that ask for none, and in every
+    /// broadcast but a Watch that asked for its own; nil: each place's `name` tag.
+    var language: String? { get }
     /// Now, on both clocks: monotonic microseconds (a fix's or a visit's times) and wall-clock
     /// seconds (what records state).
     var clock: ServiceClock { get }
@@ -40,6 +43,19 @@ public protocol PlacesService: AnyObject {
     func refresh(by caller: Credentials) throws(ServiceError)
     /// Past selections, newest first.
     func history(limit: Int?, before: Int64?, by caller: Credentials) throws(ServiceError) -> [Marker]
+    /// The map layer within `radius` metres of a position, nearest first: what a map of that circle
+    /// draws, bounded so that one reply stays a few hundred kilobytes.
+    func map(latitude: Double, longitude: Double, radius: Double, by caller: Credentials) throws(ServiceError)
+        -> [MapFeature]
+}
+
+extension PlacesService {
+    /// The language to name places and features in for a call that asked for `asked`: its own, else
+    /// `Language=`. Absent and empty ask for nothing; "C" (no language) asks for the name tags.
+    public func language(asked: String?) -> String? {
+        guard let asked, !asked.isEmpty else { return language }
+        return asked
+    }
 }
 
 /// What a caller wants to do, for `PlacesService.authorize`.

@@ -5,10 +5,11 @@ import PlacedCore
 #endif
 
 /// What the interfaces send, built once here so D-Bus (a{sv}) and varlink (JSON objects) carry the
-/// same keys: places `id, name, kind, address, latitude, longitude, distance, likelihood,
-/// attribution`; markers `place, location, time, generation, selection, automatic`; visits `id,
-/// started, ended, duration, latitude, longitude, accuracy, fixes, generation, places, place,
-/// selection, automatic`. Unknown values are left out. Every accuracy is the 95 % radius in metres.
+/// same keys: places `id, name, kind, address, address_source, latitude, longitude, distance,
+/// likelihood, attribution`; markers `place, location, time, generation, selection, automatic` (a
+/// marker's place without `address_source`); visits `id, started, ended, duration, latitude,
+/// longitude, accuracy, fixes, generation, places, place, selection, automatic`. Unknown values are
+/// left out. Every accuracy is the 95 % radius in metres.
 public struct Record: Equatable, Sendable {
     public indirect enum Value: Equatable, Sendable {
         case string(String)
@@ -34,11 +35,21 @@ public struct Record: Equatable, Sendable {
 }
 
 extension Record {
-    static func place(_ ranked: RankedPlace) -> Record {
+    /// A ranked place, named for a reader of `language` (nil: its `name` tag), with where its
+    /// address came from.
+    static func place(_ ranked: RankedPlace, language: String?) -> Record {
+        var r = recordedPlace(ranked, name: ranked.place.name(forLanguage: language))
+        r.set("address_source", .string(ranked.place.addressSource.rawValue))
+        return r
+    }
+
+    /// The keys a place has in rankings and markers alike. A marker's place keeps the name the log
+    /// recorded (its `name` tag) and has no `address_source`, which the log does not keep.
+    private static func recordedPlace(_ ranked: RankedPlace, name: String) -> Record {
         let place = ranked.place
         var r = Record()
         r.set("id", .string(place.id))
-        r.set("name", .string(place.name))
+        r.set("name", .string(name))
         r.set("kind", .string(place.kind))
         r.set("address", place.address.map(Value.string))
         r.set("latitude", .double(place.coordinate.latitude))
@@ -65,7 +76,7 @@ extension Record {
 
     static func marker(_ marker: Marker) -> Record {
         var r = Record()
-        r.set("place", .record(.place(marker.place)))
+        r.set("place", .record(.recordedPlace(marker.place, name: marker.place.place.name)))
         r.set("location", .record(.location(marker.location, now: nil)))
         r.set("time", .string(ISO8601.utc(marker.time, milliseconds: true)))
         r.set("generation", .uint(marker.generation))
@@ -76,9 +87,10 @@ extension Record {
 
     /// A visit: open (no `ended`), started (with the `ranking` at its averaged position) or ended (with
     /// its `place` and the `selection` made during it). Its position and accuracy are the averaged ones.
+    /// Places named for a reader of `language`, as in rankings.
     static func visit(
         _ visit: Visit, clock: ServiceClock, ranking: Ranking? = nil, place: RankedPlace? = nil,
-        selection: Marker? = nil
+        selection: Marker? = nil, language: String?
     ) -> Record {
         var r = Record()
         r.set("id", .uint(visit.id))
@@ -90,8 +102,8 @@ extension Record {
         r.set("accuracy", .double(Fix.radius95(fromSigma: visit.accuracy)))
         r.set("fixes", .uint(UInt64(visit.fixes)))
         r.set("generation", ranking.map { .uint($0.generation) })
-        r.set("places", ranking.map { .records($0.places.map(Record.place)) })
-        r.set("place", place.map { .record(.place($0)) })
+        r.set("places", ranking.map { .records($0.places.map { Record.place($0, language: language) }) })
+        r.set("place", place.map { .record(.place($0, language: language)) })
         r.set("selection", selection.map { .int($0.selection) })
         r.set("automatic", selection.map { .bool($0.automatic) })
         return r

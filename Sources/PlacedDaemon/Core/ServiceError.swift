@@ -13,6 +13,12 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
     case permissionDenied(operation: String, requirement: String)
     case storeFailed(reason: String)
     case noPlaces
+    /// A map radius that is not a number of metres from 0 to `maximum`.
+    case invalidRadius(radius: Double, maximum: Double)
+    /// More map features than one reply carries: a smaller radius has fewer.
+    case tooManyFeatures(maximum: Int)
+    /// The places file was imported without its map layer (`placectl import --no-map`).
+    case noMapLayer
 
     public var name: String {
         switch self {
@@ -23,6 +29,9 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case .permissionDenied: "PermissionDenied"
         case .storeFailed: "StoreFailed"
         case .noPlaces: "NoPlaces"
+        case .invalidRadius: "InvalidRadius"
+        case .tooManyFeatures: "TooManyFeatures"
+        case .noMapLayer: "NoMapLayer"
         }
     }
 
@@ -37,6 +46,11 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case let .permissionDenied(operation, requirement): "\(operation) needs \(requirement)"
         case let .storeFailed(reason): reason
         case .noPlaces: "no places are loaded; import some with placectl import"
+        case let .invalidRadius(radius, maximum):
+            "invalid radius \(radius): a number of metres from 0 to \(Int(maximum))"
+        case let .tooManyFeatures(maximum):
+            "more than \(maximum) map features there: ask for a smaller radius"
+        case .noMapLayer: "the places file has no map layer: import it again without --no-map"
         }
     }
 

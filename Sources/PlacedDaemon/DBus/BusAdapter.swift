@@ -34,21 +34,27 @@ final class BusAdapter: DaemonSubscriber {
     /// is generated from the live object by scripts/gen-bus-introspection).
     private func declareMembers() {
         let places = BusArgument("places", "aa{sv}")
-        object.addMethod(
-            "GetPlaces", arguments: [BusArgument("limit", "u")], returns: [BusArgument("generation", "t"), places]
-        ) { [unowned self] call in
+        // GetPlaces and Rank name places in Language=; their *Localized forms take the reader's
+        // language as a last argument ("": Language=, "C": the name tags), since D-Bus has no
+        // optional arguments and a method's signature never changes once shipped.
+        let getPlaces = { [unowned self] (call: BusMethodCall, language: String?) throws(BusError) -> [BusValue] in
             let limit = try call.arguments()[0].uint32!
             let caller = try credentials(of: call)
             let ranking = try serve { try service.current(limit: limit == 0 ? nil : Int(limit), by: caller) }
-            return [.uint64(ranking?.generation ?? 0), .dictionaries((ranking?.places ?? []).map(\.busRecord))]
+            let language = service.language(asked: language)
+            return [
+                .uint64(ranking?.generation ?? 0),
+                .dictionaries((ranking?.places ?? []).map { $0.busRecord(language: language) }),
+            ]
         }
         object.addMethod(
-            "Rank",
-            arguments: [
-                BusArgument("latitude", "d"), BusArgument("longitude", "d"), BusArgument("accuracy", "d"),
-                BusArgument("limit", "u"),
-            ], returns: [places]
-        ) { [unowned self] call in
+            "GetPlaces", arguments: [BusArgument("limit", "u")], returns: [BusArgument("generation", "t"), places]
+        ) { call in try getPlaces(call, nil) }
+        object.addMethod(
+            "GetPlacesLocalized", arguments: [BusArgument("limit", "u"), BusArgument("language", "s")],
+            returns: [BusArgument("generation", "t"), places]
+        ) { call in try getPlaces(call, try call.arguments()[1].string!) }
+        let rank = { [unowned self] (call: BusMethodCall, language: String?) throws(BusError) -> [BusValue] in
             let arguments = try call.arguments()
             let accuracy = arguments[2].double!, limit = arguments[3].uint32!
             let caller = try credentials(of: call)
@@ -57,8 +63,17 @@ final class BusAdapter: DaemonSubscriber {
                     latitude: arguments[0].double!, longitude: arguments[1].double!,
                     accuracy: accuracy.isNaN ? nil : accuracy, limit: limit == 0 ? nil : Int(limit), by: caller)
             }
-            return [.dictionaries(ranked.map(\.busRecord))]
+            let language = service.language(asked: language)
+            return [.dictionaries(ranked.map { $0.busRecord(language: language) })]
         }
+        let position = [
+            BusArgument("latitude", "d"), BusArgument("longitude", "d"), BusArgument("accuracy", "d"),
+            BusArgument("limit", "u"),
+        ]
+        object.addMethod("Rank", arguments: position, returns: [places]) { call in try rank(call, nil) }
+        object.addMethod(
+            "RankLocalized", arguments: position + [BusArgument("language", "s")], returns: [places]
+        ) { call in try rank(call, try call.arguments()[4].string!) }
         object.addMethod("Select", arguments: [BusArgument("id", "s")], returns: [BusArgument("marker", "a{sv}")]) {
             [unowned self] call in
             let id = try call.arguments()[0].string!
@@ -108,7 +123,7 @@ final class BusAdapter: DaemonSubscriber {
         object.addProperty(Property.visit, signature: "a{sv}") { [unowned self] call throws(BusError) in
             try authorizeReading(call)
             guard let open = service.openVisit else { return .dictionary([:]) }
-            return Record.visit(open.visit, clock: service.clock, place: open.place).bus
+            return Record.visit(open.visit, clock: service.clock, place: open.place, language: service.language).bus
         }
         object.addProperty(Property.fleet, signature: "a{sv}") { [unowned self] call throws(BusError) in
             try authorizeReading(call)
@@ -167,7 +182,8 @@ final class BusAdapter: DaemonSubscriber {
         case .located:
             send { try object.emitPropertiesChanged([Property.location]) }
         case .ranked(let ranking):
-            let places = ranking.places.map(\.busRecord)
+            // One signal for every listener: the names in Language= (GetPlacesLocalized for others).
+            let places = ranking.places.map { $0.busRecord(language: service.language) }
             send { try object.emitSignal("PlacesChanged", [.uint64(ranking.generation), .dictionaries(places)]) }
             send { try object.emitPropertiesChanged([Property.generation]) }
         case .markerPlaced(let marker):
@@ -178,11 +194,12 @@ final class BusAdapter: DaemonSubscriber {
         case .distanceFilterChanged:
             send { try object.emitPropertiesChanged([Property.distanceFilter]) }
         case let .visitStarted(visit, ranking):
-            let record = Record.visit(visit, clock: service.clock, ranking: ranking)
+            let record = Record.visit(visit, clock: service.clock, ranking: ranking, language: service.language)
             send { try object.emitSignal("VisitStarted", [record.bus]) }
             send { try object.emitPropertiesChanged([Property.visit]) }
         case let .visitEnded(visit, place, selection):
-            let record = Record.visit(visit, clock: service.clock, place: place, selection: selection)
+            let record = Record.visit(
+                visit, clock: service.clock, place: place, selection: selection, language: service.language)
             send { try object.emitSignal("VisitEnded", [record.bus]) }
             send { try object.emitPropertiesChanged([Property.visit]) }
         case .moved:
@@ -196,7 +213,9 @@ final class BusAdapter: DaemonSubscriber {
 }
 
 extension RankedPlace {
-    fileprivate var busRecord: [String: BusValue] { Record.place(self).busDictionary }
+    fileprivate func busRecord(language: String?) -> [String: BusValue] {
+        Record.place(self, language: language).busDictionary
+    }
 }
 
 extension Record {

@@ -11,6 +11,7 @@ import PlacedSystem
 /// - Moves: the state (location, top place) and, with `OwnTracks=yes`, a location, at most one a second
 ///   (a newer move in that second replaces the one waiting; the last one is always sent).
 /// - Visits (start and end) and source state changes: as they happen.
+/// Places are named in `Language=`, as in the replies to calls that ask for no language.
 ///
 /// Without `Broker=` it holds no exporter: libmosquitto is never loaded, no socket is opened.
 final class FleetAdapter: DaemonSubscriber, SelectionJournal {
@@ -143,10 +144,11 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
         case let .sourceChanged(state):
             exporter.sourceChanged(state.rawValue)
         case let .visitStarted(visit, ranking):
-            let record = Record.visit(visit, clock: service.clock, ranking: ranking)
+            let record = Record.visit(visit, clock: service.clock, ranking: ranking, language: service.language)
             exporter.visitStarted(fleetVisit(visit, record: record, place: ranking.places.first, service))
         case let .visitEnded(visit, place, selection):
-            let record = Record.visit(visit, clock: service.clock, place: place, selection: selection)
+            let record = Record.visit(
+                visit, clock: service.clock, place: place, selection: selection, language: service.language)
             exporter.visitEnded(fleetVisit(visit, record: record, place: place, service))
         case .markerPlaced, .distanceFilterChanged:
             break  // a marker's rows are written in its transaction (`write(alongside:)`)
@@ -158,7 +160,8 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
         -> FleetVisit
     {
         FleetVisit(
-            record: record.jsonObject, placeName: place?.place.name, coordinate: visit.centre,
+            record: record.jsonObject, placeName: place?.place.name(forLanguage: service.language),
+            coordinate: visit.centre,
             accuracy: Fix.radius95(fromSigma: visit.accuracy), start: service.clock.wall(at: visit.startedAt),
             gpsTime: service.location?.time)
     }
@@ -186,7 +189,8 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
     private func export(_ fix: Fix, top: RankedPlace?) {
         lastMoveAt = loop.now
         exporter?.moved(
-            to: fix, location: Record.location(fix, now: nil).jsonObject, top: top.map { Record.place($0).jsonObject })
+            to: fix, location: Record.location(fix, now: nil).jsonObject,
+            top: top.map { Record.place($0, language: service.language).jsonObject })
     }
 }
 

@@ -47,6 +47,9 @@ public struct Configuration: Sendable, Equatable {
     public var selectionsPath: String?
     /// How many of the newest rankings a selection may come from.
     public var selectionGenerations = 3
+    /// The language names are given in when a client asks for none ("sv", "sv-FI", "sv_FI.UTF-8"):
+    /// a place's or street's `name:<language>` tag, else its `name` tag. Empty: the `name` tags.
+    public var language = ""
     /// Members of this group (and root) may Select and Refresh, and read.
     public var writerGroup = "placed"
     /// Members of this group may read: the location, the rankings, the history, the markers.

@@ -78,146 +78,158 @@ public struct SettingError: Error, Equatable, Sendable {
 
 public enum Settings {
     /// Every setting, in the order of the configuration file and of `--check-config`.
-    public static let all: [Setting] =
-        [
-            Setting(
-                section: "Location", key: "Source", flag: nil, placeholder: "",
-                help: "gpsd, or static (then StaticPosition)",
-                reload: .applied, value: { $0.sourceKind.rawValue }
-            ) { text, _, c throws(SettingError) in
-                guard let kind = Configuration.SourceKind(rawValue: text) else { throw .mustBe("gpsd or static") }
-                c.sourceKind = kind
-            },
-            Setting(
-                section: "Location", key: "GPSD", flag: "--gpsd", placeholder: "HOST:PORT",
-                help: "read fixes from gpsd",
-                reload: .applied, value: { $0.gpsdEndpoint },
-                apply: { text, _, c throws(SettingError) in (c.gpsdHost, c.gpsdPort) = try parseEndpoint(text) },
-                flagAlsoSets: { $0.sourceKind = .gpsd }),
-            Setting(
-                section: "Location", key: "GPSDTimeoutSec", flag: "--gpsd-timeout", placeholder: "S",
-                help: "seconds of silence before gpsd counts as gone", reload: .applied,
-                value: { Configuration.text(of: $0.gpsdTimeout) }
-            ) { text, _, c throws(SettingError) in
-                c.gpsdTimeout = try number(text, minimum: 0.1)
-            },
-            Setting(
-                section: "Location", key: "StaticPosition", flag: "--static", placeholder: "LAT,LON[,ACC]",
-                help: "a fixed position instead of gpsd (kiosks); ACC: 95 % radius, metres, default 10",
-                reload: .applied,
-                value: { $0.staticPosition?.text },
-                apply: { text, _, c throws(SettingError) in c.staticPosition = try parseStatic(text) },
-                flagAlsoSets: { $0.sourceKind = .static }, usageShowsDefault: false),
-            Setting(
-                section: "Location", key: "DistanceFilter", flag: "--distance-filter", placeholder: "M",
-                help: "metres between moves; 0 = every fix", reload: .applied,
-                value: { Configuration.text(of: $0.distanceFilter) }
-            ) { text, _, c throws(SettingError) in
-                c.distanceFilter = try number(text, minimum: 0)
-            },
-            Setting(
-                section: "Places", key: "Database", flag: "--db", placeholder: "PATH", help: "places database",
-                reload: .applied, value: { $0.databasePath }
-            ) { text, origin, c throws(SettingError) in
-                c.databasePath = try path(text, origin)
-            },
-            Setting(
-                section: "Places", key: "Selections", flag: "--selections", placeholder: "PATH",
-                help: "selection log (default: selections.db beside the places database)", reload: .restart,
-                value: { $0.resolvedSelectionsPath },
-                apply: { text, origin, c throws(SettingError) in c.selectionsPath = try path(text, origin) },
-                usageShowsDefault: false),
-            Setting(
-                section: "Places", key: "SelectionGenerations", flag: nil, placeholder: "",
-                help: "how many of the newest rankings a selection may come from", reload: .restart,
-                value: { String($0.selectionGenerations) }
-            ) { text, _, c throws(SettingError) in
-                guard let n = Int(text), (1...100).contains(n) else { throw .mustBe("a whole number from 1 to 100") }
-                c.selectionGenerations = n
-            },
-            Setting(
-                section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
-                help: "days after which a pick counts half", reload: .applied,
-                value: { Configuration.text(of: $0.learningHalfLife) }
-            ) { text, _, c throws(SettingError) in
-                c.learningHalfLife = try number(text, in: LearningSettings.halfLifeRange.scaled(by: 1 / 86_400))
-            },
-            Setting(
-                section: "Learning", key: "LearningStrength", flag: nil, placeholder: "",
-                help: "pseudo-count of the spatial model against the picks made near a fix", reload: .applied,
-                value: { Configuration.text(of: $0.learningStrength) }
-            ) { text, _, c throws(SettingError) in
-                c.learningStrength = try number(text, in: LearningSettings.strengthRange)
-            },
-            Setting(
-                section: "Visits", key: "DwellRadius", flag: nil, placeholder: "",
-                help: "metres the device stays within for a visit", reload: .applied,
-                value: { Configuration.text(of: $0.dwellRadius) }
-            ) { text, _, c throws(SettingError) in
-                c.dwellRadius = try number(text, in: VisitSettings.radiusRange)
-            },
-            Setting(
-                section: "Visits", key: "DwellTime", flag: nil, placeholder: "",
-                help: "seconds the device stays before a visit starts", reload: .applied,
-                value: { Configuration.text(of: $0.dwellTime) }
-            ) { text, _, c throws(SettingError) in
-                c.dwellTime = try number(text, in: VisitSettings.dwellTimeRange)
-            },
-            Setting(
-                section: "Visits", key: "AutoSelect", flag: nil, placeholder: "",
-                help: "no, or the likelihood at which a visit's top place is selected", reload: .applied,
-                value: { $0.autoSelect.map(Configuration.text(of:)) ?? "no" }
-            ) { text, _, c throws(SettingError) in
-                if ["no", "off", "false"].contains(text) {
-                    c.autoSelect = nil
-                    return
+    public static let all: [Setting] = daemon + fleet
+
+    /// The daemon's own settings; the fleet export's `[Fleet]` rows are in Fleet/FleetSettingRows.swift.
+    static let daemon: [Setting] = [
+        Setting(
+            section: "Location", key: "Source", flag: nil, placeholder: "",
+            help: "gpsd, or static (then StaticPosition)",
+            reload: .applied, value: { $0.sourceKind.rawValue }
+        ) { text, _, c throws(SettingError) in
+            guard let kind = Configuration.SourceKind(rawValue: text) else { throw .mustBe("gpsd or static") }
+            c.sourceKind = kind
+        },
+        Setting(
+            section: "Location", key: "GPSD", flag: "--gpsd", placeholder: "HOST:PORT", help: "read fixes from gpsd",
+            reload: .applied, value: { $0.gpsdEndpoint },
+            apply: { text, _, c throws(SettingError) in (c.gpsdHost, c.gpsdPort) = try parseEndpoint(text) },
+            flagAlsoSets: { $0.sourceKind = .gpsd }),
+        Setting(
+            section: "Location", key: "GPSDTimeoutSec", flag: "--gpsd-timeout", placeholder: "S",
+            help: "seconds of silence before gpsd counts as gone", reload: .applied,
+            value: { Configuration.text(of: $0.gpsdTimeout) }
+        ) { text, _, c throws(SettingError) in
+            c.gpsdTimeout = try number(text, minimum: 0.1)
+        },
+        Setting(
+            section: "Location", key: "StaticPosition", flag: "--static", placeholder: "LAT,LON[,ACC]",
+            help: "a fixed position instead of gpsd (kiosks); ACC: 95 % radius, metres, default 10", reload: .applied,
+            value: { $0.staticPosition?.text },
+            apply: { text, _, c throws(SettingError) in c.staticPosition = try parseStatic(text) },
+            flagAlsoSets: { $0.sourceKind = .static }, usageShowsDefault: false),
+        Setting(
+            section: "Location", key: "DistanceFilter", flag: "--distance-filter", placeholder: "M",
+            help: "metres between moves; 0 = every fix", reload: .applied,
+            value: { Configuration.text(of: $0.distanceFilter) }
+        ) { text, _, c throws(SettingError) in
+            c.distanceFilter = try number(text, minimum: 0)
+        },
+        Setting(
+            section: "Places", key: "Database", flag: "--db", placeholder: "PATH", help: "places database",
+            reload: .applied, value: { $0.databasePath }
+        ) { text, origin, c throws(SettingError) in
+            c.databasePath = try path(text, origin)
+        },
+        Setting(
+            section: "Places", key: "Selections", flag: "--selections", placeholder: "PATH",
+            help: "selection log (default: selections.db beside the places database)", reload: .restart,
+            value: { $0.resolvedSelectionsPath },
+            apply: { text, origin, c throws(SettingError) in c.selectionsPath = try path(text, origin) },
+            usageShowsDefault: false),
+        Setting(
+            section: "Places", key: "SelectionGenerations", flag: nil, placeholder: "",
+            help: "how many of the newest rankings a selection may come from", reload: .restart,
+            value: { String($0.selectionGenerations) }
+        ) { text, _, c throws(SettingError) in
+            guard let n = Int(text), (1...100).contains(n) else { throw .mustBe("a whole number from 1 to 100") }
+            c.selectionGenerations = n
+        },
+        Setting(
+            section: "Places", key: "Language", flag: "--language", placeholder: "LANG",
+            help: "language of the names when a client asks for none, e.g. sv or fi_FI.UTF-8 (default: name tags)",
+            reload: .applied, value: { $0.language },
+            apply: { text, _, c throws(SettingError) in
+                // A language code or a POSIX locale, as clients send them; a typo is worth an error
+                // here, where an operator chose it, while a client's language is only a preference.
+                guard text.isEmpty || !LocalizedName.candidates(text).isEmpty else {
+                    throw .mustBe("a language code such as sv or sv-FI, a locale such as sv_FI.UTF-8, or empty")
                 }
-                let range = VisitPlaceTracker.thresholdRange
-                guard let threshold = Double(text), range.contains(threshold) else {
-                    throw .mustBe(
-                        "no, or a likelihood from \(Configuration.text(of: range.lowerBound)) to "
-                            + "\(Configuration.text(of: range.upperBound))")
-                }
-                c.autoSelect = threshold
-            },
-            Setting(
-                section: "Interfaces", key: "WriterGroup", flag: nil, placeholder: "",
-                help: "members of this group (and root) may Select and Refresh", reload: .applied,
-                value: { $0.writerGroup }
-            ) { text, _, c throws(SettingError) in
-                guard !text.isEmpty else { throw .plain("must name a group") }
-                c.writerGroup = text
-            },
-            Setting(
-                section: "Interfaces", key: "ReaderGroup", flag: nil, placeholder: "",
-                help: "members of this group may read the location, rankings, history and markers", reload: .applied,
-                value: { $0.readerGroup }
-            ) { text, _, c throws(SettingError) in
-                guard !text.isEmpty else { throw .plain("must name a group") }
-                c.readerGroup = text
-            },
-            Setting(
-                section: "Interfaces", key: "Bus", flag: "--bus", placeholder: "system|session|none",
-                help: "D-Bus to serve on", reload: .restart, value: { $0.bus.rawValue }
-            ) { text, _, c throws(SettingError) in
-                guard let bus = Configuration.Bus(rawValue: text) else { throw .mustBe("system, session or none") }
-                c.bus = bus
-            },
-            Setting(
-                section: "Interfaces", key: "Socket", flag: "--socket", placeholder: "PATH", help: "varlink socket",
-                reload: .restart, value: { $0.socketPath }
-            ) { text, origin, c throws(SettingError) in
-                c.socketPath = try path(text, origin)
-            },
-            Setting(
-                section: "Logging", key: "LogLevel", flag: "--log-level", placeholder: "LEVEL",
-                help: "err, warning, notice, info or debug (each move and ranking)", reload: .applied,
-                value: { $0.logLevel.name }
-            ) { text, _, c throws(SettingError) in
-                guard let level = LogPriority(name: text) else { throw .mustBe("err, warning, notice, info or debug") }
-                c.logLevel = level
-            },
-        ] + fleet
+                c.language = text
+            }, usageShowsDefault: false),
+        Setting(
+            section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
+            help: "days after which a pick counts half", reload: .applied,
+            value: { Configuration.text(of: $0.learningHalfLife) }
+        ) { text, _, c throws(SettingError) in
+            c.learningHalfLife = try number(text, in: LearningSettings.halfLifeRange.scaled(by: 1 / 86_400))
+        },
+        Setting(
+            section: "Learning", key: "LearningStrength", flag: nil, placeholder: "",
+            help: "pseudo-count of the spatial model against the picks made near a fix", reload: .applied,
+            value: { Configuration.text(of: $0.learningStrength) }
+        ) { text, _, c throws(SettingError) in
+            c.learningStrength = try number(text, in: LearningSettings.strengthRange)
+        },
+        Setting(
+            section: "Visits", key: "DwellRadius", flag: nil, placeholder: "",
+            help: "metres the device stays within for a visit", reload: .applied,
+            value: { Configuration.text(of: $0.dwellRadius) }
+        ) { text, _, c throws(SettingError) in
+            c.dwellRadius = try number(text, in: VisitSettings.radiusRange)
+        },
+        Setting(
+            section: "Visits", key: "DwellTime", flag: nil, placeholder: "",
+            help: "seconds the device stays before a visit starts", reload: .applied,
+            value: { Configuration.text(of: $0.dwellTime) }
+        ) { text, _, c throws(SettingError) in
+            c.dwellTime = try number(text, in: VisitSettings.dwellTimeRange)
+        },
+        Setting(
+            section: "Visits", key: "AutoSelect", flag: nil, placeholder: "",
+            help: "no, or the likelihood at which a visit's top place is selected", reload: .applied,
+            value: { $0.autoSelect.map(Configuration.text(of:)) ?? "no" }
+        ) { text, _, c throws(SettingError) in
+            if ["no", "off", "false"].contains(text) {
+                c.autoSelect = nil
+                return
+            }
+            let range = VisitPlaceTracker.thresholdRange
+            guard let threshold = Double(text), range.contains(threshold) else {
+                throw .mustBe(
+                    "no, or a likelihood from \(Configuration.text(of: range.lowerBound)) to "
+                        + "\(Configuration.text(of: range.upperBound))")
+            }
+            c.autoSelect = threshold
+        },
+        Setting(
+            section: "Interfaces", key: "WriterGroup", flag: nil, placeholder: "",
+            help: "members of this group (and root) may Select and Refresh", reload: .applied,
+            value: { $0.writerGroup }
+        ) { text, _, c throws(SettingError) in
+            guard !text.isEmpty else { throw .plain("must name a group") }
+            c.writerGroup = text
+        },
+        Setting(
+            section: "Interfaces", key: "ReaderGroup", flag: nil, placeholder: "",
+            help: "members of this group may read the location, rankings, history and markers", reload: .applied,
+            value: { $0.readerGroup }
+        ) { text, _, c throws(SettingError) in
+            guard !text.isEmpty else { throw .plain("must name a group") }
+            c.readerGroup = text
+        },
+        Setting(
+            section: "Interfaces", key: "Bus", flag: "--bus", placeholder: "system|session|none",
+            help: "D-Bus to serve on", reload: .restart, value: { $0.bus.rawValue }
+        ) { text, _, c throws(SettingError) in
+            guard let bus = Configuration.Bus(rawValue: text) else { throw .mustBe("system, session or none") }
+            c.bus = bus
+        },
+        Setting(
+            section: "Interfaces", key: "Socket", flag: "--socket", placeholder: "PATH", help: "varlink socket",
+            reload: .restart, value: { $0.socketPath }
+        ) { text, origin, c throws(SettingError) in
+            c.socketPath = try path(text, origin)
+        },
+        Setting(
+            section: "Logging", key: "LogLevel", flag: "--log-level", placeholder: "LEVEL",
+            help: "err, warning, notice, info or debug (each move and ranking)", reload: .applied,
+            value: { $0.logLevel.name }
+        ) { text, _, c throws(SettingError) in
+            guard let level = LogPriority(name: text) else { throw .mustBe("err, warning, notice, info or debug") }
+            c.logLevel = level
+        },
+    ]
 
     /// The settings whose values differ between two configurations.
     public static func changed(from old: Configuration, to new: Configuration) -> [Setting] {

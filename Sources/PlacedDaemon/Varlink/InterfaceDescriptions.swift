@@ -5,11 +5,16 @@ enum InterfaceDescriptions {
         interface io.placed.Places
 
         # A place with its likelihood in the ranking it came from (0 to 1, relative within one ranking).
+        # name: in the language asked for (see Current), else the name tag; a marker's place keeps the
+        # name its selection recorded. address: its own addr:* tags, else derived; address_source says
+        # how: own, building (the building it stands in), nearby (the nearest address within 30 m),
+        # street ("near <street>") or none; absent in a marker's place, whose log keeps no source.
         type Place (
           id: string,
           name: string,
           kind: string,
           address: ?string,
+          address_source: ?string,
           latitude: float,
           longitude: float,
           distance: float,
@@ -101,12 +106,21 @@ enum InterfaceDescriptions {
           lastError: ?string
         )
 
-        # The latest ranking, and the open visit.
-        method Current(limit: ?int) -> (generation: int, stale: bool, location: ?Location, places: []Place, visit: ?Visit)
+        # The latest ranking, and the open visit. language: the reader's, for the names: a language code
+        # ("sv", "sv-FI") or a POSIX locale ("sv_FI.UTF-8"), each place's name:<language> tag when it has
+        # one, else its name tag; absent or empty: placed's Language= setting; "C": the name tags. Never
+        # an error.
+        method Current(limit: ?int, language: ?string) -> (
+          generation: int,
+          stale: bool,
+          location: ?Location,
+          places: []Place,
+          visit: ?Visit
+        )
 
         # Ranks the places around a position without changing any state (a what-if query); accuracy: the
-        # 95 % radius in metres (absent: placed's default).
-        method Rank(latitude: float, longitude: float, accuracy: ?float, limit: ?int) -> (places: []Place)
+        # 95 % radius in metres (absent: placed's default); names in language, as for Current.
+        method Rank(latitude: float, longitude: float, accuracy: ?float, limit: ?int, language: ?string) -> (places: []Place)
 
         # Records that the device is at the place with this id from a recent ranking, durably.
         method Select(id: string) -> (marker: Marker)
@@ -132,14 +146,15 @@ enum InterfaceDescriptions {
         )
 
         # The map layer around a position: the features whose bounding box comes within radius metres
-        # (0 to 1000) of latitude, longitude, nearest first; names in language (a language code, "sv",
-        # "sv-FI" or a locale, "sv_FI.UTF-8"; absent: each name tag). TooManyFeatures past 5000 features:
-        # ask again with a smaller radius. NoMapLayer when the places file was imported with --no-map.
+        # (0 to 1000) of latitude, longitude, nearest first; names in language, as for Current.
+        # TooManyFeatures past 5000 features: ask again with a smaller radius. NoMapLayer when the places
+        # file was imported with --no-map.
         method Map(latitude: float, longitude: float, radius: float, language: ?string) -> (features: []MapFeature)
 
         # With `more`: the current state first, then each ranking, marker and visit (its start and its end)
-        # as it happens.
-        method Watch() -> (
+        # as it happens. language: the names of every ranking and visit on this stream, as for Current
+        # (absent: Language=, as it is set when each is sent).
+        method Watch(language: ?string) -> (
           generation: int,
           stale: bool,
           location: ?Location,

@@ -2,6 +2,7 @@ import PlacedCore
 import PlacedJSON
 import PlacedSystem
 import PlacedVarlink
+import PlacedWire
 
 /// The `io.placed.Places` varlink interface on the daemon's Unix socket. Each method reads its
 /// parameters (wrong types are the client's InvalidParameter), calls the service's operation and
@@ -12,6 +13,9 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     private unowned let service: PlacesService
     let server: VarlinkServer
+    private let loop: EventLoop
+    /// Fires a second after the last Map reply: see `releaseHeapWhenIdle`.
+    private var heapRelease: EventSource?
     /// The fleet export's status for `Status` (`fleet`), when it is configured.
     var fleetStatus: (() -> Record?)?
 
@@ -23,9 +27,11 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     init(service: PlacesService, loop: EventLoop, listener: Listener) throws {
         self.service = service
-        let configuration = VarlinkServer.Configuration(
+        self.loop = loop
+        var configuration = VarlinkServer.Configuration(
             vendor: "placed", product: "placed", version: placedVersion, url: "https://placed.invalid",
             errorInterface: Self.interfaceName)
+        configuration.maxQueuedBytes = Self.maxQueuedBytes
         switch listener {
         case .path(let path):
             // Anyone may connect, as to systemd's own varlink services: placed checks each peer's
@@ -65,25 +71,61 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     func close() { server.close() }
 
+    /// Each client's backlog of unsent replies, past which it is dropped. A Map reply must fit whole:
+    /// the 2,923 features within 1000 m of Helsinki's centre are 706 kB (242 B each; the bundled
+    /// extract's whole layer, 3,082 features, 742 kB), so the 5,000 `Daemon.maximumMapFeatures` lets
+    /// through come to about 1.2 MB, of which the kernel's socket buffer takes about 200 kB at once.
+    /// 2 MiB holds that with room to spare, so a reader that reads at any pace gets its map; one that
+    /// stops reading is still dropped, later than the server's default 256 KiB (a few hundred
+    /// rankings). Bounding the reply to what the default queue holds instead would refuse a 1000 m
+    /// map of a city centre. Only readers (root, placed, placed-read) get a Map reply, so only they
+    /// can make placed hold that much per connection; stalled watchers queue broadcasts, whose bytes
+    /// all watchers share, so a thousand of them still hold about one queue's worth in all.
+    /// (Tests/integration/test_varlink.py: the largest reply reaches a slow reader.)
+    static let maxQueuedBytes = 2 * 1024 * 1024
+
+    /// A large Map reply builds megabytes of short-lived values (2,923 features: resident size
+    /// 11 → 17 MB), which the allocator keeps after they are freed. Giving them back costs about a
+    /// millisecond, so it is done once a burst of Map calls is over, not after each.
+    private func releaseHeapWhenIdle() {
+        let delay: UInt64 = 1_000_000
+        if let heapRelease {
+            try? heapRelease.schedule(after: delay)
+        } else {
+            heapRelease = try? loop.after(delay) { HeapMemory.releaseFree() }
+        }
+    }
+
     // MARK: Methods
 
     private func handle(_ call: VarlinkCall) throws {
         do {
             switch call.member {
             case "Current":
-                try call.rejectUnknownParameters(allowing: ["limit"])
+                try call.rejectUnknownParameters(allowing: ["limit", "language"])
+                let language = try language(of: call)
                 let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
-                var parameters = rankingParameters(ranking, places: true)
-                if let open = openVisit { parameters["visit"] = open }
+                var parameters = rankingParameters(ranking, places: true, language: language)
+                if let open = openVisit(language: language) { parameters["visit"] = open }
                 try call.reply(parameters)
             case "Rank":
-                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit"])
+                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit", "language"])
+                let language = try language(of: call)
                 let places = try service.rank(
                     latitude: try call.required("latitude", \.double),
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                try call.reply(["places": .array(places.map { Record.place($0).json })])
+                try call.reply(["places": .array(places.map { Record.place($0, language: language).json })])
+            case "Map":
+                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
+                let language = try language(of: call)
+                let features = try service.map(
+                    latitude: try call.required("latitude", \.double),
+                    longitude: try call.required("longitude", \.double),
+                    radius: try call.required("radius", \.double), by: call.credentials)
+                try call.reply(["features": .array(features.map { $0.geoJSON(language: language) })])
+                releaseHeapWhenIdle()
             case "Select":
                 try call.rejectUnknownParameters(allowing: ["id"])
                 let marker = try service.select(id: try call.required("id", \.string), by: call.credentials)
@@ -104,11 +146,13 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try service.authorize(call.credentials, to: .read, "Status")
                 try call.reply(statusParameters())
             case "Watch":
-                try call.rejectUnknownParameters(allowing: [])
+                try call.rejectUnknownParameters(allowing: ["language"])
                 try call.requireMore()
-                var first = rankingParameters(try service.current(limit: nil, by: call.credentials), places: true)
+                let language = try language(of: call)
+                var first = rankingParameters(
+                    try service.current(limit: nil, by: call.credentials), places: true, language: language)
                 if let marker = service.marker { first["marker"] = Record.marker(marker).json }
-                if let open = openVisit { first["visit"] = open }
+                if let open = openVisit(language: language) { first["visit"] = open }
                 try call.reply(first, continues: true)
             default:
                 throw VarlinkError.methodNotFound(call.method)
@@ -118,13 +162,20 @@ final class VarlinkAdapter: DaemonSubscriber {
         }
     }
 
-    private func rankingParameters(_ ranking: Ranking?, places: Bool) -> [String: JSON] {
+    /// The language a call's names are given in: its `language`, else `Language=`.
+    private func language(of call: VarlinkCall) throws(VarlinkError) -> String? {
+        service.language(asked: try call.optional("language", \.string))
+    }
+
+    private func rankingParameters(_ ranking: Ranking?, places: Bool, language: String? = nil) -> [String: JSON] {
         var parameters: [String: JSON] = [
             "generation": .number(Double(ranking?.generation ?? 0)),
             "stale": .bool(ranking?.isStale ?? false),
         ]
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
-        if places { parameters["places"] = .array((ranking?.places ?? []).map { Record.place($0).json }) }
+        if places {
+            parameters["places"] = .array((ranking?.places ?? []).map { Record.place($0, language: language).json })
+        }
         return parameters
     }
 
@@ -138,14 +189,16 @@ final class VarlinkAdapter: DaemonSubscriber {
         ]
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
         if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
-        if let open = openVisit { parameters["visit"] = open }
+        if let open = openVisit(language: service.language) { parameters["visit"] = open }
         if let fleet = fleetStatus?() { parameters["fleet"] = fleet.json }
         return parameters
     }
 
-    /// The open visit's record, with its place so far.
-    private var openVisit: JSON? {
-        service.openVisit.map { Record.visit($0.visit, clock: service.clock, place: $0.place).json }
+    /// The open visit's record, with its place so far named for a reader of `language`.
+    private func openVisit(language: String?) -> JSON? {
+        service.openVisit.map {
+            Record.visit($0.visit, clock: service.clock, place: $0.place, language: language).json
+        }
     }
 
     private func parameters(of error: ServiceError) -> [String: JSON] {
@@ -158,7 +211,9 @@ final class VarlinkAdapter: DaemonSubscriber {
         case let .storeFailed(reason): ["reason": .string(reason)]
         case let .permissionDenied(operation, requirement):
             ["operation": .string(operation), "requirement": .string(requirement)]
-        case .noPlaces: [:]
+        case let .invalidRadius(radius, maximum): ["radius": .finite(radius), "maximum": .number(maximum)]
+        case let .tooManyFeatures(maximum): ["maximum": .number(Double(maximum))]
+        case .noPlaces, .noMapLayer: [:]
         }
     }
 
@@ -167,7 +222,7 @@ final class VarlinkAdapter: DaemonSubscriber {
     func handle(_ event: DaemonEvent, from service: PlacesService) {
         switch event {
         case .ranked(let ranking):
-            broadcast(rankingParameters(ranking, places: true))
+            broadcastNamed { rankingParameters(ranking, places: true, language: $0) }
         case .markerPlaced(let marker):
             var parameters = rankingParameters(service.latestRanking, places: false)
             parameters["marker"] = Record.marker(marker).json
@@ -176,13 +231,20 @@ final class VarlinkAdapter: DaemonSubscriber {
             // Watchers learn when the ranking turns stale or fresh without a new generation.
             broadcast(rankingParameters(service.latestRanking, places: false))
         case let .visitStarted(visit, ranking):
-            var parameters = rankingParameters(service.latestRanking, places: false)
-            parameters["visit"] = Record.visit(visit, clock: service.clock, ranking: ranking).json
-            broadcast(parameters)
+            broadcastNamed { language in
+                var parameters = rankingParameters(service.latestRanking, places: false)
+                parameters["visit"] =
+                    Record.visit(visit, clock: service.clock, ranking: ranking, language: language).json
+                return parameters
+            }
         case let .visitEnded(visit, place, selection):
-            var parameters = rankingParameters(service.latestRanking, places: false)
-            parameters["visit"] = Record.visit(visit, clock: service.clock, place: place, selection: selection).json
-            broadcast(parameters)
+            broadcastNamed { language in
+                var parameters = rankingParameters(service.latestRanking, places: false)
+                parameters["visit"] =
+                    Record.visit(visit, clock: service.clock, place: place, selection: selection, language: language)
+                    .json
+                return parameters
+            }
         case .located, .moved, .distanceFilterChanged:
             break
         }
@@ -190,6 +252,22 @@ final class VarlinkAdapter: DaemonSubscriber {
 
     private func broadcast(_ parameters: [String: JSON]) {
         _ = try? server.broadcast(parameters, toStreamsOf: Self.watch)
+    }
+
+    /// What names places (a ranking, a visit) goes to each watcher with the names in its language:
+    /// its Watch's own, else `Language=` as it is now. Watchers are grouped by the name keys their
+    /// language tries ("sv_FI.UTF-8" and "sv-fi" alike), and each group's message is built and
+    /// encoded once.
+    private func broadcastNamed(_ parameters: (_ language: String?) -> [String: JSON]) {
+        var groups: [[String]: (language: String?, streams: [VarlinkCall])] = [:]
+        for stream in server.openStreams(of: Self.watch) {
+            let language = service.language(asked: stream.parameters["language"]?.string)
+            let key = language.map(LocalizedName.candidates) ?? []
+            groups[key, default: (language, [])].streams.append(stream)
+        }
+        for (language, streams) in groups.values {
+            _ = try? server.broadcast(parameters(language), to: streams)
+        }
     }
 }
 

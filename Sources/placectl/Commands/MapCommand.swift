@@ -23,9 +23,10 @@ enum MapCommand: Command {
             location (or LAT,LON), the fix with its accuracy circle (the 95 % radius), the ranked
             places as numbered pins with their likelihoods, and the marker with its title and
             address. Writes SVG to standard output, or to FILE: PNG when FILE ends in .png (through
-            rsvg-convert, Debian package librsvg2-bin). Street names follow --language, else LC_ALL,
-            LC_MESSAGES or LANG, falling back to each name tag. Needs the varlink socket (D-Bus has
-            no map) and a places file imported with its map layer.
+            rsvg-convert, Debian package librsvg2-bin). Place and street names follow --language,
+            else LC_ALL, LC_MESSAGES or LANG, else placed's Language=, falling back to each name
+            tag. Needs the varlink socket (D-Bus has no map) and a places file imported with its
+            map layer.
             """,
         options: [
             .value("at", "LAT,LON", help: "the map's centre (default: the current location)"),
@@ -33,8 +34,7 @@ enum MapCommand: Command {
                 "radius", "M", help: "metres from the centre to the top and bottom edges (default 150, at most 500)"),
             .value("output", "FILE", help: "write to FILE (.png: PNG, else SVG) instead of standard output"),
             .value("size", "WxH", help: "picture size in pixels (default 800x480)"),
-            .limit,
-            .value("language", "LANG", help: "language of the names, e.g. sv or fi_FI.UTF-8 (default: the locale)"),
+            .limit, .language,
         ],
         sharedGroups: [Option.connectionGroup])
 
@@ -48,8 +48,6 @@ enum MapCommand: Command {
         }
         let (width, height) = try size(arguments.value("size") ?? "800x480")
         let limit = try arguments.integer("limit", maximum: 20)
-        let language = arguments.value("language") ?? localeLanguage()
-
         guard let client = try context.client() as? VarlinkClient else {
             throw ClientError.unsupported("placectl map needs placed's varlink socket: D-Bus has no map")
         }
@@ -72,7 +70,7 @@ enum MapCommand: Command {
             "radius": .number(
                 min(MapScene.queryRadius(radius: radius, width: width, height: height), maximumQueryRadius)),
         ]
-        if let language, !LocalizedName.candidates(language).isEmpty { parameters["language"] = .string(language) }
+        if let language = client.language { parameters["language"] = .string(language) }
         let map = try client.call("Map", parameters)
         let scene = try MapScene(current: current, status: status, map: map, center: middle, radius: radius)
         let svg = SVGMap(scene: scene, width: width, height: height).render()
@@ -118,14 +116,6 @@ enum MapCommand: Command {
             throw UsageError("--size expects WxH, each 64 to 8192 pixels, not '\(text)'", command: spec.qualifiedName)
         }
         return (width, height)
-    }
-
-    /// The messages locale, as POSIX ranks the variables.
-    static func localeLanguage() -> String? {
-        for name in ["LC_ALL", "LC_MESSAGES", "LANG"] {
-            if let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty { return value }
-        }
-        return nil
     }
 
     static func write(_ text: String, to path: String) throws(MapPNG.Failure) {

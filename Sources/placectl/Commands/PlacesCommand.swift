@@ -12,13 +12,15 @@ enum PlacesCommand: Command {
     static let spec = CommandSpec(
         name: "places",
         abstract: "the latest ranking: the places this device is most likely at",
-        synopsis: "[--limit N] [--json] [CONNECTION]",
+        synopsis: "[--limit N] [--language LANG] [--json] [CONNECTION]",
         discussion: """
             Lists the places of the latest ranking, most likely first: row, likelihood, distance
             from the fix, name, kind and id. The ids are remembered (in $XDG_RUNTIME_DIR/placectl)
-            so that 'placectl select ROW' picks the place shown on that row.
+            so that 'placectl select ROW' picks the place shown on that row. Names follow
+            --language, else LC_ALL, LC_MESSAGES or LANG, else placed's Language=, falling back to
+            each place's name tag.
             """,
-        options: [.limit, .json],
+        options: [.limit, .language, .json],
         sharedGroups: [Option.connectionGroup])
 
     static func run(_ context: Context) throws {

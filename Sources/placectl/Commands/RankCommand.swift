@@ -5,7 +5,7 @@ enum RankCommand: Command {
     static let spec = CommandSpec(
         name: "rank",
         abstract: "rank the places around any position (a what-if query; changes nothing)",
-        synopsis: "LAT LON [--accuracy M] [--limit N] [--json] [CONNECTION]",
+        synopsis: "LAT LON [--accuracy M] [--limit N] [--language LANG] [--json] [CONNECTION]",
         discussion: """
             Ranks the places around LAT LON (decimal degrees, WGS 84; a negative number needs no
             '--') as placed would for a fix there, without changing its state.
@@ -17,7 +17,7 @@ enum RankCommand: Command {
         options: [
             .value(
                 "accuracy", "M", help: "the fix's accuracy: the 95 % radius in metres (default: placed's assumption)"),
-            .limit, .json,
+            .limit, .language, .json,
         ],
         sharedGroups: [Option.connectionGroup])
 

@@ -11,7 +11,7 @@ enum WatchCommand: Command {
     static let spec = CommandSpec(
         name: "watch",
         abstract: "stream rankings and markers as they happen, until interrupted",
-        synopsis: "[--table] [--json] [CONNECTION]",
+        synopsis: "[--table] [--language LANG] [--json] [CONNECTION]",
         discussion: """
             Prints the current state, then one line per new ranking (its top places) and per
             marker, each with the local time. With --json, one JSON object per line, as the
@@ -19,7 +19,7 @@ enum WatchCommand: Command {
             'placectl places'. Ends with exit status 0 on SIGINT (Ctrl-C) or SIGTERM, and 1 if
             placed goes away.
             """,
-        options: [.table, .json],
+        options: [.table, .language, .json],
         sharedGroups: [Option.connectionGroup])
 
     static func run(_ context: Context) throws {

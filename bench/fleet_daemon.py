@@ -11,7 +11,7 @@
    returns) of each over 30 s with KeepAlive=10 (strace -c -f): the export should wake for the keepalive
    only.
 
-Usage: bench/fleet-daemon.py [--placed PATH] [--idle SECONDS] [--keepalive SECONDS]   (default: the release build)
+Usage: bench/fleet_daemon.py [--placed PATH] [--idle SECONDS] [--keepalive SECONDS]   (default: the release build)
 """
 import argparse
 import os
