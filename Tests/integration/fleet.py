@@ -92,6 +92,15 @@ class Netns:
     def mend(self):
         subprocess.run(["ip", "-n", self.right, "link", "set", self.right_if, "up"], check=True)
 
+    def throttle(self, rate):
+        """What the device sends is held to `rate` (tc's token bucket, e.g. "4mbit") on its end of the link."""
+        subprocess.run(["ip", "netns", "exec", self.left, "tc", "qdisc", "replace", "dev", self.left_if, "root", "tbf",
+                        "rate", rate, "burst", "16kb", "latency", "500ms"], check=True, capture_output=True)
+
+    def unthrottle(self):
+        subprocess.run(["ip", "netns", "exec", self.left, "tc", "qdisc", "del", "dev", self.left_if, "root"],
+                       check=True, capture_output=True)
+
     def remove(self):
         for ns in (self.left, self.right):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
