@@ -5,7 +5,7 @@
    outage (its broker down: every event goes to the outbox): placed (--distance-filter 0, so every
    fix is a move and ranks), each with gpspipe on a gpsd replaying the Helsinki drive, in turn, twice.
    For each fix, the time placed logs the move minus the time gpspipe printed the TPV (wall clock,
-   microseconds), as bench/gpsd.py measures it; and placed's CPU time over the drive.
+   microseconds), as bench/gpsd.py measures it: p50, p95, p99; and placed's CPU time over the drive.
 2. Idle at a static position (nothing comes or goes but the broker's keepalive), Helsinki loaded: RSS of
    placed with fleet export off and on (connected), and the system calls and wake-ups (epoll_wait
    returns) of each over 30 s with KeepAlive=10 (strace -c -f): the export should wake for the keepalive
@@ -53,6 +53,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine():
+    """The cores, the CPU model and the load average: on a shared machine the figures depend on them."""
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 "?")
+    return "%d cores (nproc), %s, load average %s" % (len(os.sched_getaffinity(0)), model,
+                                                       " ".join(open("/proc/loadavg").read().split()[:3]))
+
+
 def start(binary, work, name, fleet, *arguments, static=None):
     directory = work / name
     directory.mkdir(exist_ok=True)
@@ -67,6 +75,7 @@ def main():
     parser.add_argument("--idle", type=int, default=30)
     parser.add_argument("--keepalive", type=int, default=10)
     args = parser.parse_args()
+    print("machine: %s" % machine(), flush=True)
     work = pathlib.Path(tempfile.mkdtemp(prefix="placed-fleet-bench-"))
     subprocess.run([str(pathlib.Path(args.placed).parent / "placectl"), "import",
                     str(ROOT / "data" / "helsinki-center.osm.pbf"), "--db", str(work / "places.db")],
@@ -111,11 +120,13 @@ def main():
                       flush=True)
         expected = len(nmea.fixes(drive))
         print("fix-to-move latency, placed - gpspipe (Helsinki drive, %d fixes, every fix a move, 2 rounds)" % expected)
-        print("  %-26s %8s %9s %9s %9s %9s" % ("fleet export", "moves", "p50 ms", "p99 ms", "mean ms", "CPU s"))
+        print("  %-26s %8s %9s %9s %9s %9s %9s" % ("fleet export", "moves", "p50 ms", "p95 ms", "p99 ms", "mean ms",
+                                                   "CPU s"))
         for name, label in (("off", "off"), ("on", "on, connected"), ("outage", "on, broker down (outage)")):
             values = results[name]
-            print("  %-26s %8d %9.3f %9.3f %9.3f %9.2f" % (label, len(values), percentile(values, 50),
-                                                           percentile(values, 99), statistics.mean(values), cpu[name]))
+            print("  %-26s %8d %9.3f %9.3f %9.3f %9.3f %9.2f" % (
+                label, len(values), percentile(values, 50), percentile(values, 95), percentile(values, 99),
+                statistics.mean(values), cpu[name]))
         off = percentile(results["off"], 50)
         for name in ("on", "outage"):
             difference = percentile(results[name], 50) - off
@@ -156,6 +167,7 @@ def main():
         print("  idle wake-ups, fleet on       %d in %d s, %.1f per keepalive interval   goal: keepalive only "
               "(<= 2 per interval): %s" % (wakeups, args.idle, wakeups / intervals,
                                            "met" if wakeups / intervals <= 2 else "MISSED"))
+        print("machine at the end: %s" % machine())
     finally:
         broker.kill()
         shutil.rmtree(work, ignore_errors=True)
