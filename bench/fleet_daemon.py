@@ -11,7 +11,8 @@
    returns) of each over 30 s with KeepAlive=10 (strace -c -f): the export should wake for the keepalive
    only.
 
-Usage: bench/fleet_daemon.py [--placed PATH] [--idle SECONDS] [--keepalive SECONDS]   (default: the release build)
+Usage: bench/fleet_daemon.py [--placed PATH] [--idle SECONDS] [--keepalive SECONDS] [--rounds N] [--fixes N]
+       (default: the release build, 2 rounds of the whole drive; --fixes: its first N fixes only, for a quick run)
 """
 import argparse
 import os
@@ -61,6 +62,19 @@ def machine():
                                                        " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
+def shortened(drive, count, path):
+    """The drive up to its `count`th fix (the no-fix epochs before the first kept), written to `path`."""
+    last = nmea.fixes(drive)[count - 1][0]
+    kept = []
+    for line in open(drive, encoding="ascii"):
+        fields = line.split(",")
+        if line.startswith("$") and fields[0][3:] in ("RMC", "GGA") and fields[1] > last:
+            break
+        kept.append(line)
+    pathlib.Path(path).write_text("".join(kept))
+    return pathlib.Path(path)
+
+
 def start(binary, work, name, fleet, *arguments, static=None):
     directory = work / name
     directory.mkdir(exist_ok=True)
@@ -74,6 +88,8 @@ def main():
     parser.add_argument("--placed", default=str(bin_path("release", "placed")))
     parser.add_argument("--idle", type=int, default=30)
     parser.add_argument("--keepalive", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--fixes", type=int, default=0)
     args = parser.parse_args()
     print("machine: %s" % machine(), flush=True)
     work = pathlib.Path(tempfile.mkdtemp(prefix="placed-fleet-bench-"))
@@ -88,13 +104,15 @@ def main():
         "outage": {"Broker": "mqtt://127.0.0.1:%d" % dead, "DeviceId": "bench-outage", "KeepAlive": args.keepalive},
     }
     drive = ROOT / "data" / "helsinki-drive.nmea"
+    if args.fixes:
+        drive = shortened(drive, args.fixes, work / "drive.nmea")
     results = {name: [] for name in configs}
     cpu = {name: 0.0 for name in configs}
     backlog = {}
     try:
         # One placed per replay, beside gpspipe: several placed on one gpsd race each other for the two
         # cores, and the lightest always wins. The configurations take turns, twice.
-        for round_ in range(2):
+        for round_ in range(args.rounds):
             for name in ("off", "on", "outage"):
                 port = free_port()
                 gps = GpsFake(drive, port)
@@ -119,7 +137,8 @@ def main():
                 print("  round %d %-7s p50 %.3f ms (%d moves)" % (round_ + 1, name, percentile(found, 50), len(found)),
                       flush=True)
         expected = len(nmea.fixes(drive))
-        print("fix-to-move latency, placed - gpspipe (Helsinki drive, %d fixes, every fix a move, 2 rounds)" % expected)
+        print("fix-to-move latency, placed - gpspipe (Helsinki drive, %d fixes, every fix a move, %d round(s))"
+              % (expected, args.rounds))
         print("  %-26s %8s %9s %9s %9s %9s %9s" % ("fleet export", "moves", "p50 ms", "p95 ms", "p99 ms", "mean ms",
                                                    "CPU s"))
         for name, label in (("off", "off"), ("on", "on, connected"), ("outage", "on, broker down (outage)")):
