@@ -108,8 +108,13 @@ struct MosquittoLibrary: @unchecked Sendable {
 
     func describe(_ rc: Int32) -> String { text(strerror(rc)) }
 
-    /// A string libmosquitto returned (its own static text).
-    func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "?" }
+    /// A string libmosquitto returned (its own static text), without its closing full stop: it goes in the
+    /// middle of log lines ("...: The connection was lost; trying ...").
+    func text(_ pointer: UnsafePointer<CChar>?) -> String {
+        guard let pointer else { return "?" }
+        let text = String(cString: pointer)
+        return text.hasSuffix(".") ? String(text.dropLast()) : text
+    }
 
     var version: String {
         var major: Int32 = 0
