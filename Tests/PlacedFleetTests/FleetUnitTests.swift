@@ -124,8 +124,15 @@ import Testing
                 accuracy: 14.6, visitStart: 1_795_950_000.5, tid: "17", id: "van-17:9", stamp: stamp))
         #expect(json["_type"] == "transition" && json["event"] == "leave" && json["desc"] == "Kauppatori")
         #expect(json["lat"]?.double == 60.1675 && json["lon"]?.double == 24.9525 && json["acc"]?.int == 15)
-        #expect(json["tst"]?.int == 1_795_955_187 && json["wtst"]?.int == 1_795_950_000)
+        #expect(json["tst"]?.int == 1_795_955_187 && json["wtst"]?.int == 1_795_949_999, "both on the GPS clock")
         #expect(json["tid"] == "17" && json["t"] == "c")
+        // A system clock four hours behind the GPS: the start is still 5,187 s before the event.
+        let behind = FleetStamp(systemTime: 1_795_940_788.25, gpsTime: 1_795_955_187.0, clockSynchronized: false)
+        let late = try JSON(
+            parsing: FleetPayload.ownTracksTransition(
+                .leave, place: "Kauppatori", coordinate: Coordinate(latitude: 60.1675, longitude: 24.9525),
+                accuracy: 14.6, visitStart: 1_795_935_600.5, tid: "17", id: "van-17:9", stamp: behind))
+        #expect(late["tst"]?.int == 1_795_955_187 && late["wtst"]?.int == 1_795_949_999)
         #expect(FleetPayload.trackerID(device: "3f2a91") == "91")
     }
 }

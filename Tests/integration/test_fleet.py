@@ -8,6 +8,7 @@ its time; the status on varlink, D-Bus and placectl; fleet export off costing no
 Selections are pipelined Select calls on one connection (FleetPlaced.select_many): each is still its own
 durable transaction, so 10,000 take as long as 10,000 fsyncs."""
 import datetime
+import json
 import pathlib
 import re
 import shutil
@@ -179,6 +180,48 @@ def test_a_long_outage_with_selections_and_visits(tmp_path, start, cleanup):
     assert gps_times == sorted(gps_times)
     states = [json_body for topic, json_body in subscriber.received() if topic == "placed/%s/state" % device]
     assert states, "the retained state went out too"
+
+
+def test_owntracks_consumers_see_the_device_and_its_visit(tmp_path, start, cleanup):
+    """OwnTracks=yes: a gpsfake drive with a stop gives `_type: location` messages on
+    owntracks/<user>/<device> at its moves, and the visit an `enter` and a `leave` transition on
+    .../event named after the place, with the keys OwnTracks' apps read."""
+    device, user = "tracked", "driver"
+    port = free_port()
+    drive = tmp_path / "visit.nmea"
+    nmea.stop_and_go(drive, (60.1675, 24.9384), [("go", 30, 0, 5), ("stop", 350), ("go", 850, 0, 3)])
+    broker = Mosquitto(tmp_path / "broker")
+    cleanup.append(broker.kill)
+    subscriber = Subscriber("127.0.0.1", broker.port, "owntracks/#", client_id="owntracks-recorder")
+    cleanup.append(subscriber.stop)
+    gps = GpsFake(drive, port)
+    cleanup.append(gps.stop)
+    placed = start({"Broker": broker.url, "DeviceId": device, "OwnTracks": "yes", "OwnTracksUser": user},
+                   "--gpsd", "localhost:%d" % port, "--gpsd-timeout", "5", static=None,
+                   config="[Visits]\nDwellTime=10\n")
+    wait_until(lambda: any("visit" in line and "ended" in line for line in placed.lines), 150, "the visit's end")
+    placed.wait_fleet(drained, 30, "everything out")
+    topic = "owntracks/%s/%s" % (user, device)
+    locations = [json.loads(p) for t, p in subscriber.received() if t == topic]
+    transitions = [json.loads(p) for t, p in subscriber.received() if t == topic + "/event"]
+    assert locations, "no location on %s: %s" % (topic, [t for t, _ in subscriber.received()])
+    # `acc` (the 95 % radius) is there exactly when placed's fixes have an accuracy, as OwnTracks has it.
+    has_accuracy = placed.call("Current")["location"].get("accuracy") is not None
+    for message in locations:
+        assert message["_type"] == "location"
+        assert 60.16 < message["lat"] < 60.20 and 24.93 < message["lon"] < 24.95, message
+        assert isinstance(message["tst"], int) and message["tid"] == device[-2:], message
+        assert message.get("acc", 1) > 0, message
+    # gpsd's first fix of a drive has no error estimate yet; the rest have one.
+    assert any("acc" in message for message in locations) == has_accuracy
+    assert [m["event"] for m in transitions] == ["enter", "leave"], transitions
+    for message in transitions:
+        assert message["_type"] == "transition" and message["desc"], message
+        assert set(message) >= {"lat", "lon", "tst", "tid"} and ("acc" in message) == has_accuracy, message
+        # Where a drive's GPS time is hours from the system clock's, both times are on one clock.
+        assert message["wtst"] <= message["tst"] and message["tst"] - message["wtst"] < 1200, message
+    assert transitions[0]["desc"] == transitions[1]["desc"]
+    assert transitions[0]["tst"] <= transitions[1]["tst"]
 
 
 def test_placed_killed_mid_flush_loses_nothing(tmp_path, start, cleanup):
