@@ -26,7 +26,8 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // No pkgConfig: its Libs would link libmosquitto, which placed opens only when fleet export is on.
+        .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // JSON values for the wire formats (varlink, fleet payloads). No C, no I/O.
         .target(name: "PlacedJSON", swiftSettings: lean),
@@ -56,11 +57,12 @@ let package = Package(
             name: "PlacedFleet",
             dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "CMosquitto", "CSystemd"],
             swiftSettings: lean),
-        // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal).
+        // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal, fleet).
         .target(
             name: "PlacedDaemon",
             dependencies: [
                 "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedVarlink", "PlacedGPS", "PlacedStore",
+                "PlacedFleet",
             ],
             swiftSettings: lean),
 
@@ -92,12 +94,6 @@ let package = Package(
                 "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedOSM", "PlacedStore", "PlacedTestSupport",
                 "PlacectlKit", "PlacedFleet", "PlacedSystem", "CSQLite", "CZlib",
             ]),
-        // Test-only: drives PlacedFleet in its own process, for the tests that kill it or put it in a
-        // network namespace (Tests/integration/test_fleet.py).
-        .executableTarget(
-            name: "placed-fleet-probe",
-            dependencies: ["PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem"],
-            swiftSettings: lean),
 
         .testTarget(name: "PlacedJSONTests", dependencies: ["PlacedJSON", "PlacedTestSupport"]),
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore", "PlacedTestSupport"]),
@@ -110,7 +106,9 @@ let package = Package(
             dependencies: ["PlacedVarlink", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedWebTests", dependencies: ["PlacedWeb", "PlacedJSON"]),
-        .testTarget(name: "PlacedDaemonTests", dependencies: ["PlacedDaemon", "PlacedTestSupport"]),
+        .testTarget(
+            name: "PlacedDaemonTests",
+            dependencies: ["PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedTestSupport"]),
         .testTarget(
             name: "PlacectlTests",
             dependencies: [

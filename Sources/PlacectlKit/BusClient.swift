@@ -103,6 +103,7 @@ public final class BusClient: PlacesClient {
         result["distance_filter"] = properties["DistanceFilter"].map(JSON.init) ?? .null
         result["marker"] = properties["Marker"].flatMap(Self.nonEmpty)
         result["visit"] = properties["Visit"].flatMap(Self.nonEmpty)
+        result["fleet"] = properties["Fleet"].flatMap(Self.nonEmpty)
         return result
     }
 

@@ -117,6 +117,7 @@ public enum Format {
         if let filter = reply["distance_filter"]?.double { lines.append(("distance filter", metres(filter))) }
         lines.append(("marker", MarkerRecord(reply["marker"]).map(describe) ?? "none yet"))
         lines.append(("visit", reply["visit"].map(describeVisit) ?? "none open"))
+        if let fleet = reply["fleet"], fleet.object != nil { lines.append(("fleet", describeFleet(fleet))) }
         let width = lines.map(\.0.count).max()! + 2
         return lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + $0.1 + "\n" }.joined()
     }
@@ -214,6 +215,20 @@ public enum Format {
         if !place.name.isEmpty {
             text += ", likely \(place.name)" + (place.likelihood.isFinite ? " \(percent(place.likelihood))" : "")
         }
+        return text
+    }
+
+    /// The fleet export's status: `connected to mqtts://broker.example:8883, backlog 0`, or
+    /// `backoff (mqtt://10.0.0.5:1883), backlog 4,012; last error: ...`, with what was dropped or refused.
+    public static func describeFleet(_ fleet: JSON) -> String {
+        let state = fleet["state"]?.string ?? "unknown"
+        var text = state
+        if let broker = fleet["broker"]?.string { text += state == "connected" ? " to \(broker)" : " (\(broker))" }
+        if let device = fleet["device"]?.string, !device.isEmpty { text += " as \(device)" }
+        text += ", backlog \((fleet["backlog"]?.int ?? 0).grouped)"
+        if let dropped = fleet["dropped"]?.int, dropped > 0 { text += ", \(dropped.grouped) dropped" }
+        if let rejected = fleet["rejected"]?.int, rejected > 0 { text += ", \(rejected.grouped) refused by the broker" }
+        if let error = fleet["lastError"]?.string, state != "connected" { text += "; last error: \(error)" }
         return text
     }
 

@@ -12,8 +12,9 @@ import PlacedSystem
 /// 1. the event loop and its signals (SIGTERM/SIGINT stop, SIGHUP reloads);
 /// 2. the core: places, selection log, last marker;
 /// 3. the adapters, each subscribed to the core: the journal first (a selection is logged before
-///    anyone hears of it), then varlink, then D-Bus;
-/// 4. the location source, delivering to the core;
+///    anyone hears of it), then the fleet export (also the core's selection journal: its outbox rows
+///    commit with each selection), then varlink, then D-Bus;
+/// 4. the location source, delivering to the core; then the fleet export connects (asynchronously);
 /// 5. READY=1, then the watchdog.
 public final class PlacedService {
     private let loader: ConfigurationLoader
@@ -22,6 +23,7 @@ public final class PlacedService {
     private let daemon: Daemon
     private var signals: [EventSource] = []
     private var journal: JournalAdapter?
+    private var fleet: FleetAdapter?
     private var varlink: VarlinkAdapter?
     private var bus: BusAdapter?
     private var source: LocationSource?
@@ -50,7 +52,13 @@ public final class PlacedService {
         let journal = JournalAdapter()
         daemon.subscribe(journal)
         self.journal = journal
+        let fleet = FleetAdapter(
+            service: daemon, loop: loop, selections: daemon.selectionLog, settings: configuration.fleet)
+        daemon.subscribe(fleet)
+        daemon.selectionJournal = fleet
+        self.fleet = fleet
         let varlink = try VarlinkAdapter.start(service: daemon, loop: loop, socketPath: configuration.socketPath)
+        varlink.fleetStatus = { [unowned fleet] in fleet.statusRecord }
         daemon.subscribe(varlink)
         self.varlink = varlink
         if let address = configuration.busAddress {
@@ -61,10 +69,13 @@ public final class PlacedService {
                 throw StartupError(
                     "cannot serve \(BusAdapter.name) on the \(configuration.bus.rawValue) bus: \(error)")
             }
+            bus.fleetStatus = { [unowned fleet] in fleet.statusRecord }
+            fleet.onStatusChange = { [unowned bus] in bus.fleetChanged() }
             daemon.subscribe(bus)
             self.bus = bus
         }
         try startSource()
+        fleet.start()
 
         Log.info(
             "started: \(daemon.placeCount.grouped) places, distance filter "
@@ -77,9 +88,14 @@ public final class PlacedService {
 
         source?.stop()
         daemon.unsubscribeAll()
+        fleet.onStatusChange = nil
         self.bus = nil
         self.varlink?.close()
         self.varlink = nil
+        // Publishes `offline`, disconnects and writes the cursor, before the log's last checkpoint.
+        fleet.stop()
+        daemon.selectionJournal = nil
+        self.fleet = nil
         self.journal = nil
         daemon.close()
         return status
@@ -126,6 +142,7 @@ public final class PlacedService {
             do { try startSource() } catch { Log.error("cannot start the new location source: \(error)") }
         }
         daemon.apply(new)
+        fleet?.apply(new.fleet)
     }
 }
 

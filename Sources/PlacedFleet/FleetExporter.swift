@@ -58,6 +58,11 @@ public final class FleetExporter {
     /// Message id → outbox sequence number, for this connection's messages in flight.
     private var sequences: [Int32: Int64] = [:]
     private var reconnectTimer: EventSource?
+    /// The lookup of the broker being tried, and the addresses of its name not tried yet.
+    private var lookup: HostLookup?
+    private var addresses: [String] = []
+    /// The state and outbox count before the selection transaction in progress (`recordAlongside`).
+    private var beforeSelection: (snapshot: [String: JSON], unwritten: [(Int64) -> Outbox.Message], durable: Bool)?
     private var flushSource: EventSource?
     private var cursorTimer: EventSource?
     /// Messages acknowledged since the cursor was last written (still rows in the outbox).
@@ -87,6 +92,8 @@ public final class FleetExporter {
         }
         self.loop = loop
         self.settings = settings
+        // libmosquitto is opened now, not at the first connection: a device without it learns at start.
+        _ = try MosquittoLibrary.shared()
         if let configured = settings.deviceID {
             device = configured
         } else {
@@ -145,6 +152,8 @@ public final class FleetExporter {
         started = false
         writeUnwritten()
         reconnectTimer = nil
+        lookup = nil
+        addresses = []
         if let connection, connection.isConnected {
             _ = try? connection.publish(topic: statusTopic, payload: Array("offline".utf8), retain: true)
         }
@@ -156,11 +165,40 @@ public final class FleetExporter {
         update(.stopped, broker: nil)
     }
 
+    /// Tries the current broker: a numeric host at once; a name is looked up first, off the loop, and
+    /// each of its addresses is tried in turn (libmosquitto alone would take the first and block on the
+    /// lookup). A TLS broker gets its name, which the certificate check needs: libmosquitto resolves it
+    /// again, from the answer just received (systemd-resolved's or nscd's cache, or the DNS server that
+    /// has just answered).
     private func connect() {
         reconnectTimer = nil
         guard started else { return }
         let broker = settings.brokers[rotation.index]
         update(.connecting, broker: broker.description)
+        if !addresses.isEmpty {
+            let address = addresses.removeFirst()
+            open(broker, host: broker.tls ? broker.host : address)
+        } else if HostLookup.isNumeric(broker.host) {
+            open(broker, host: broker.host)
+        } else {
+            do {
+                lookup = try HostLookup(loop: loop, host: broker.host, port: broker.port) { [unowned self] outcome in
+                    lookup = nil
+                    switch outcome {
+                    case .failed(let reason): failed("\(broker): \(reason)")
+                    case .addresses(let found):
+                        // TLS connects by name once; plain MQTT tries every address.
+                        addresses = broker.tls ? [found[0]] : found
+                        connect()
+                    }
+                }
+            } catch {
+                failed(error.description)
+            }
+        }
+    }
+
+    private func open(_ broker: BrokerAddress, host: String) {
         let options = MQTTConnection.Options(
             clientID: "placed-\(device)", keepAlive: settings.keepAlive, protocolVersion: settings.protocolVersion,
             username: settings.username, password: password, caFile: settings.caFile, certFile: settings.certFile,
@@ -168,7 +206,7 @@ public final class FleetExporter {
             maximumInFlight: settings.inFlight,
             connectTimeout: UInt64(min(max(settings.keepAlive, 10), 30)) * 1_000_000)
         do {
-            let connection = try MQTTConnection(loop: loop, broker: broker, options: options)
+            let connection = try MQTTConnection(loop: loop, broker: broker, host: host, options: options)
             connection.onEvent = { [unowned self, unowned connection] event in handle(event, from: connection) }
             self.connection = connection
         } catch {
@@ -180,6 +218,7 @@ public final class FleetExporter {
         guard source === connection else { return }
         switch event {
         case .connected:
+            addresses = []
             rotation.connected()
             lastFailure = nil
             status.lastError = nil
@@ -207,6 +246,8 @@ public final class FleetExporter {
                 lastProgressAt = loop.now
                 if !poison.isProbing { probingAnnounced = false }
             }
+            // Nothing in flight: no PUBACK to wait for, and no wake-up for it while idle.
+            if window.isEmpty { acknowledgementTimer = nil }
             scheduleFlush()
         case let .disconnected(reason, tls):
             connection = nil
@@ -236,6 +277,12 @@ public final class FleetExporter {
     /// `tls`: the TLS handshake failed, as when the broker's certificate is not trusted: an error.
     private func failed(_ reason: String, tls: Bool = false) {
         connection = nil
+        if !addresses.isEmpty, started {
+            // The broker's name has more addresses: the next one now, before the broker counts as failed.
+            Log.debug("fleet: \(reason); trying the next address of \(settings.brokers[rotation.index].host)")
+            reconnectTimer = try? loop.onNextIteration { [unowned self] in connect() }
+            return
+        }
         let quiet = reason == lastFailure
         lastFailure = reason
         status.lastError = reason
@@ -380,31 +427,60 @@ public final class FleetExporter {
 
     // MARK: Events (from the daemon)
 
-    /// Records `marker` in the selection log with its outbox rows (`marker`, and `state` with the new
-    /// marker), in one transaction: a selection the user saw acknowledged is always exported.
-    /// `record`: the daemon's varlink record of the recorded marker.
+    /// Records `marker` in the selection log with its outbox rows, in one transaction (what the daemon
+    /// does through `recordAlongside` and `selectionTransactionEnded`). `record`: the daemon's varlink
+    /// record of the recorded marker.
     public func append(
         _ marker: Marker, to selections: SelectionLog, record: (Marker) -> [String: JSON]
     ) throws(SelectionLogError) -> Marker {
-        let before = snapshot
-        writeUnwritten()  // the rows before it keep their order
-        let stamp = FleetStamp.now(gpsTime: marker.location.time)
         do {
             let recorded = try selections.append(marker) { recorded in
-                let markerRecord = record(recorded)
-                snapshot["marker"] = .object(markerRecord)
-                try outbox.append([
-                    message(.marker, topic: markerTopic, record: markerRecord, stamp: stamp),
-                    stateMessage(stamp),
-                ])
+                try recordAlongside(recorded, record: record(recorded), gpsTime: recorded.location.time)
             }
-            scheduleFlush()
+            selectionTransactionEnded(committed: true)
             return recorded
         } catch {
-            snapshot = before
-            try? outbox.load()  // the rows counted went with the rollback
+            selectionTransactionEnded(committed: false)
             throw error
         }
+    }
+
+    /// Inside the transaction that records a selection (`SelectionLog.append(_:alongside:)`), after its
+    /// row: the events waiting to be written (so they keep their order), then the marker (`record`: its
+    /// varlink record) and the state with it. They commit with the selection or not at all: a selection
+    /// the user saw acknowledged is always exported.
+    /// `gpsTime`: the GPS time of the fix the selection was made at (its location's, else the latest fix's).
+    public func recordAlongside(_ marker: Marker, record: [String: JSON], gpsTime: Double?) throws(SelectionLogError) {
+        beforeSelection = (snapshot, unwritten, unwrittenDurable)
+        let stamp = FleetStamp.now(gpsTime: gpsTime)
+        snapshot["marker"] = .object(record)
+        let builds =
+            unwritten + [message(.marker, topic: markerTopic, record: record, stamp: stamp), stateMessage(stamp)]
+        unwritten = []
+        unwrittenDurable = false
+        let appended = try outbox.append(builds)
+        if appended.dropped > 0 { droppedUpdates(appended.dropped) }
+    }
+
+    /// The selection's transaction is over. Rolled back, its rows went with it: the state and the events
+    /// waiting are as before, and the outbox is counted again.
+    public func selectionTransactionEnded(committed: Bool) {
+        guard let before = beforeSelection else { return }
+        beforeSelection = nil
+        if !committed {
+            snapshot = before.snapshot
+            unwritten = before.unwritten + unwritten
+            unwrittenDurable = before.durable || unwrittenDurable
+            try? outbox.load()
+        }
+        scheduleFlush()
+    }
+
+    /// What `placed/<device>/state` starts from (the last marker, the source's state), before any event:
+    /// the first state sent after a restart is whole.
+    public func restoreState(marker: [String: JSON]?, source: String?) {
+        if let marker { snapshot["marker"] = .object(marker) }
+        if let source { snapshot["source"] = .string(source) }
     }
 
     /// A move, after its ranking: the state (location, top place) and, with OwnTracks, a location.
@@ -442,6 +518,9 @@ public final class FleetExporter {
     private func visited(_ visit: FleetVisit, event: FleetPayload.TransitionEvent) {
         let stamp = FleetStamp.now(gpsTime: visit.gpsTime)
         var record = visit.record
+        // The envelope's `id` is the message's: the visit's own number goes as `visit`, as a marker's is
+        // its `selection`.
+        record["visit"] = record.removeValue(forKey: "id")
         record["event"] = .string(event == .enter ? "started" : "ended")
         snapshot["visit"] = event == .enter ? .object(visit.record) : .null
         enqueue(message(.visit, topic: visitTopic, record: record, stamp: stamp), durable: true)

@@ -66,11 +66,14 @@ public enum FleetPayload {
         _ event: TransitionEvent, place: String, coordinate: Coordinate, accuracy: Double?, visitStart: Double,
         tid: String, id: String, stamp: FleetStamp
     ) -> [UInt8] {
+        // `wtst` on the clock of `tst`: with a GPS time, the visit's start as far before it as the system
+        // clock says, so a device whose clock is hours off still sends a start before its end.
+        let start = stamp.gpsTime.map { $0 - (stamp.systemTime - visitStart) } ?? visitStart
         var object: [String: JSON] = [
             "_type": "transition", "_id": .string(id), "event": .string(event.rawValue), "desc": .string(place),
             "lat": number(coordinate.latitude), "lon": number(coordinate.longitude),
             "tst": .number(Double(Int64(timestamp(stamp.gpsTime ?? stamp.systemTime)))),
-            "wtst": .number(Double(Int64(timestamp(visitStart)))), "tid": .string(tid), "t": "c",
+            "wtst": .number(Double(Int64(timestamp(start)))), "tid": .string(tid), "t": "c",
         ]
         if let accuracy, accuracy.isFinite { object["acc"] = .number(accuracy.rounded()) }
         return encode(.object(object))

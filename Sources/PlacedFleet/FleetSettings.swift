@@ -105,6 +105,25 @@ public struct FleetSettings: Sendable, Equatable {
         }
     }
 
+    /// Key `key`'s value as `set(_:to:)` takes it back (`placed --check-config`); nil when unset.
+    public func text(of key: String) -> String? {
+        switch key {
+        case "Broker": brokers.isEmpty ? nil : brokers.map(\.description).joined(separator: " ")
+        case "DeviceId": deviceID
+        case "CAFile": caFile
+        case "CertFile": certFile
+        case "KeyFile": keyFile
+        case "Username": username
+        case "PasswordCredential": passwordCredential
+        case "KeepAlive": String(keepAlive)
+        case "Protocol": protocolVersion.rawValue
+        case "OwnTracks": ownTracks ? "yes" : "no"
+        case "OwnTracksUser": ownTracksUser
+        case "Backlog": String(backlog)
+        default: nil
+        }
+    }
+
     /// Checks the keys together; call after the last `set`.
     public func validate() throws(FleetSettingsError) {
         guard isEnabled else { return }
@@ -118,7 +137,7 @@ public struct FleetSettings: Sendable, Equatable {
         if !tls, caFile != nil || certFile != nil {
             throw .inconsistent("CAFile=, CertFile= and KeyFile= apply to mqtts:// brokers, and none is listed")
         }
-        if passwordCredential != nil, brokers.contains(where: { !$0.tls }), !brokers.allSatisfy(\.isLoopback) {
+        if passwordCredential != nil, brokers.contains(where: { !$0.tls && !$0.isLoopback }) {
             throw .inconsistent("a password would cross the network in clear text: use mqtts:// for remote brokers")
         }
     }

@@ -43,6 +43,9 @@ final class MQTTConnection {
     }
 
     let broker: BrokerAddress
+    /// What libmosquitto connects to: an address, or for TLS the broker's name.
+    let host: String
+    private let library: MosquittoLibrary
     private let loop: EventLoop
     private let options: Options
     private var handle: OpaquePointer?
@@ -61,18 +64,21 @@ final class MQTTConnection {
     /// Hears every event, after the libmosquitto call that caused it has returned.
     var onEvent: (Event) -> Void = { _ in }
 
-    /// Starts connecting; failures to even start are thrown (bad TLS files, no socket). The host name is
-    /// resolved by libmosquitto (getaddrinfo): an IP address or a host in /etc/hosts never waits on DNS.
-    init(loop: EventLoop, broker: BrokerAddress, options: Options) throws(FleetError) {
+    /// Starts connecting to `host` (the broker's address, or its name for TLS, whose certificate check
+    /// needs it); failures to even start are thrown (bad TLS files, no socket). libmosquitto resolves a
+    /// name with a blocking getaddrinfo(): the exporter looks it up first without blocking
+    /// (`HostLookup`), so a name given here has just been resolved.
+    init(loop: EventLoop, broker: BrokerAddress, host: String, options: Options) throws(FleetError) {
         self.loop = loop
         self.broker = broker
+        self.host = host
         self.options = options
-        MQTTLibrary.initialize()
-        guard let handle = mosquitto_new(options.clientID, false, nil) else {
+        library = try MosquittoLibrary.shared()
+        guard let handle = library.new(options.clientID, false, nil) else {
             throw .client("mosquitto_new: \(String(cString: strerror(errno)))")
         }
         self.handle = handle
-        mosquitto_user_data_set(handle, Unmanaged.passUnretained(self).toOpaque())
+        library.userDataSet(handle, Unmanaged.passUnretained(self).toOpaque())
         do throws(FleetError) {
             try configure(handle)
             try startConnecting(handle)
@@ -88,44 +94,44 @@ final class MQTTConnection {
 
     private func configure(_ handle: OpaquePointer) throws(FleetError) {
         let version = options.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
-        try check(mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
-        try check(mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1), "TCP_NODELAY")
+        try check(library.intOption(handle, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        try check(library.intOption(handle, MOSQ_OPT_TCP_NODELAY, 1), "TCP_NODELAY")
         try check(
-            mosquitto_max_inflight_messages_set(handle, UInt32(options.maximumInFlight)), "max inflight messages")
+            library.maxInflightMessagesSet(handle, UInt32(options.maximumInFlight)), "max inflight messages")
         if let will = options.will {
             try check(
                 will.payload.withUnsafeBytes {
-                    mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
+                    library.willSet(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
                 }, "last will")
         }
         if let username = options.username {
-            try check(mosquitto_username_pw_set(handle, username, options.password), "username")
+            try check(library.usernamePasswordSet(handle, username, options.password), "username")
         }
         if broker.tls {
             // Without CAFile=, the system's trusted CAs. An encrypted key file gets no password: the
             // callback answers at once instead of libmosquitto prompting on a terminal.
-            let rc = mosquitto_tls_set(
+            let rc = library.tlsSet(
                 handle, options.caFile, options.caFile == nil ? "/etc/ssl/certs" : nil, options.certFile,
                 options.keyFile, { _, _, _, _ in 0 })
             if rc != MOSQ_ERR_SUCCESS.rawValue {
                 throw .configuration(
                     "TLS files (CAFile=\(options.caFile ?? "-"), CertFile=\(options.certFile ?? "-"), "
-                        + "KeyFile=\(options.keyFile ?? "-")) cannot be used: \(MQTTLibrary.describe(rc))")
+                        + "KeyFile=\(options.keyFile ?? "-")) cannot be used: \(library.describe(rc))")
             }
             // Verify the broker's certificate chain and its host name; nothing weaker is offered.
-            try check(mosquitto_tls_opts_set(handle, 1, nil, nil), "TLS options")
-            try check(mosquitto_tls_insecure_set(handle, false), "TLS host name check")
+            try check(library.tlsOptionsSet(handle, 1, nil, nil), "TLS options")
+            try check(library.tlsInsecureSet(handle, false), "TLS host name check")
         }
-        mosquitto_connect_v5_callback_set(handle) { _, context, rc, _, _ in
+        library.connectCallbackSet(handle) { _, context, rc, _, _ in
             MQTTConnection.from(context).connectAcknowledged(rc)
         }
-        mosquitto_publish_v5_callback_set(handle) { _, context, mid, reason, _ in
+        library.publishCallbackSet(handle) { _, context, mid, reason, _ in
             MQTTConnection.from(context).events.append(.acknowledged(mid: mid, reason: reason))
         }
-        mosquitto_disconnect_v5_callback_set(handle) { _, context, rc, _ in
+        library.disconnectCallbackSet(handle) { _, context, rc, _ in
             MQTTConnection.from(context).libraryDisconnected(rc)
         }
-        mosquitto_log_callback_set(handle) { _, context, level, message in
+        library.logCallbackSet(handle) { _, context, level, message in
             guard level == MOSQ_LOG_ERR || level == MOSQ_LOG_WARNING, let message else { return }
             MQTTConnection.from(context).lastLibraryError = String(cString: message)
         }
@@ -140,20 +146,20 @@ final class MQTTConnection {
     /// non-blocking `mosquitto_connect_async` then sends the stored properties.
     private func setSessionExpiry(_ handle: OpaquePointer) throws(FleetError) {
         var properties: OpaquePointer?
-        defer { mosquitto_property_free_all(&properties) }
+        defer { library.propertyFreeAll(&properties) }
         try check(
-            mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), .max),
+            library.propertyAddInt32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), .max),
             "session expiry property")
-        let rc = mosquitto_connect_bind_v5(handle, broker.host, -1, Int32(options.keepAlive), nil, properties)
+        let rc = library.connectBindV5(handle, host, -1, Int32(options.keepAlive), nil, properties)
         guard rc == MOSQ_ERR_INVAL.rawValue else { throw .client("storing CONNECT properties: unexpected \(rc)") }
     }
 
     private func startConnecting(_ handle: OpaquePointer) throws(FleetError) {
-        let rc = mosquitto_connect_async(handle, broker.host, Int32(broker.port), Int32(options.keepAlive))
+        let rc = library.connectAsync(handle, host, Int32(broker.port), Int32(options.keepAlive))
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             throw .connect(broker: broker.description, reason: reason(for: rc, errno: errno))
         }
-        let fd = mosquitto_socket(handle)
+        let fd = library.socket(handle)
         guard fd >= 0 else { throw .connect(broker: broker.description, reason: "no socket") }
         // libmosquitto opens it without SOCK_CLOEXEC. A child that inherited it would keep the socket open
         // after libmosquitto closes it, and with it sd-event's epoll registration of a source long freed.
@@ -183,7 +189,7 @@ final class MQTTConnection {
         guard let handle, !isClosed else { throw .notConnected }
         var mid: Int32 = 0
         let rc = payload.withUnsafeBytes {
-            mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain)
+            library.publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain)
         }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let reason = reason(for: rc, errno: errno)
@@ -211,8 +217,8 @@ final class MQTTConnection {
     func close() {
         guard let handle, !isClosed else { return }
         if isConnected {
-            mosquitto_disconnect(handle)
-            _ = mosquitto_loop_write(handle, 1)
+            _ = library.disconnect(handle)
+            _ = library.loopWrite(handle, 1)
         }
         isClosed = true
         isConnected = false
@@ -232,15 +238,15 @@ final class MQTTConnection {
         // Until CONNACK the TLS handshake may be going on, which libmosquitto advances from its read
         // call whichever way the socket became ready.
         let readable = !revents.isDisjoint(with: [.readable, .error, .hangUp])
-        if readable || !isConnected { rc = mosquitto_loop_read(handle, 1) }
-        if rc == MOSQ_ERR_SUCCESS.rawValue, !isClosed, mosquitto_socket(handle) >= 0,
+        if readable || !isConnected { rc = library.loopRead(handle, 1) }
+        if rc == MOSQ_ERR_SUCCESS.rawValue, !isClosed, library.socket(handle) >= 0,
             revents.contains(.writable)
         {
-            rc = mosquitto_loop_write(handle, 1)
+            rc = library.loopWrite(handle, 1)
         }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(reason(for: rc, errno: errno))
-        } else if mosquitto_socket(handle) < 0 {
+        } else if library.socket(handle) < 0 {
             fail(reason(for: MOSQ_ERR_CONN_LOST.rawValue, errno: 0))
         } else {
             updateInterest()
@@ -256,7 +262,7 @@ final class MQTTConnection {
 
     private func ping() {
         guard let handle, !isClosed else { return }
-        let rc = mosquitto_loop_misc(handle)
+        let rc = library.loopMisc(handle)
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(
                 rc == MOSQ_ERR_KEEPALIVE.rawValue
@@ -272,7 +278,7 @@ final class MQTTConnection {
 
     private func wantedEvents() -> IOEvents {
         guard let handle else { return [] }
-        return mosquitto_want_write(handle) ? [.readable, .writable] : .readable
+        return library.wantWrite(handle) ? [.readable, .writable] : .readable
     }
 
     private func updateInterest() {
@@ -286,7 +292,7 @@ final class MQTTConnection {
         guard rc == 0 else {
             let text =
                 options.protocolVersion == .v5
-                ? String(cString: mosquitto_reason_string(rc)) : String(cString: mosquitto_connack_string(rc))
+                ? library.text(library.reasonString(rc)) : library.text(library.connackString(rc))
             fail("the broker refused the connection: \(text)")
             return
         }
@@ -333,14 +339,14 @@ final class MQTTConnection {
         deferredDelivery = nil
         keepAliveTimer = nil
         connectTimer = nil
-        if let handle { mosquitto_destroy(handle) }
+        if let handle { library.destroy(handle) }
         handle = nil
     }
 
     // MARK: Errors
 
     private func check(_ rc: Int32, _ what: String) throws(FleetError) {
-        if rc != MOSQ_ERR_SUCCESS.rawValue { throw .client("\(what): \(MQTTLibrary.describe(rc))") }
+        if rc != MOSQ_ERR_SUCCESS.rawValue { throw .client("\(what): \(library.describe(rc))") }
     }
 
     /// libmosquitto's error, with errno for system errors and libmosquitto's own last log line (where
@@ -348,7 +354,7 @@ final class MQTTConnection {
     private func reason(for rc: Int32, errno: Int32) -> String {
         var text =
             rc == MOSQ_ERR_ERRNO.rawValue && errno != 0
-            ? String(cString: strerror(errno)) : MQTTLibrary.describe(rc)
+            ? String(cString: strerror(errno)) : library.describe(rc)
         if rc == MOSQ_ERR_EAI.rawValue {
             text = "cannot resolve \(broker.host): \(String(cString: gai_strerror(errno)))"
         }
@@ -364,25 +370,5 @@ final class MQTTConnection {
 
     private static func from(_ context: UnsafeMutableRawPointer?) -> MQTTConnection {
         Unmanaged<MQTTConnection>.fromOpaque(context!).takeUnretainedValue()
-    }
-}
-
-/// libmosquitto's process-wide set-up, done once.
-enum MQTTLibrary {
-    private static let initialized: Bool = {
-        mosquitto_lib_init()
-        return true
-    }()
-
-    static func initialize() { _ = initialized }
-
-    static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
-
-    static var version: String {
-        var major: Int32 = 0
-        var minor: Int32 = 0
-        var revision: Int32 = 0
-        mosquitto_lib_version(&major, &minor, &revision)
-        return "\(major).\(minor).\(revision)"
     }
 }

@@ -54,7 +54,7 @@ enum Placectl {
     static var commands: [any Command.Type] {
         [
             StatusCommand.self, PlacesCommand.self, SelectCommand.self, WatchCommand.self, HistoryCommand.self,
-            RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self,
+            RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self, FleetDropInCommand.self,
         ]
     }
 

@@ -84,6 +84,26 @@ private let marker: JSON = [
             "\(visiting)")
     }
 
+    @Test func statusShowsTheFleetExportWhenItIsConfigured() {
+        let connected = Format.status([
+            "source": "fix", "generation": 5, "stale": false,
+            "fleet": [
+                "state": "connected", "broker": "mqtts://broker.example:8883", "device": "van-17", "backlog": 0,
+                "inFlight": 0, "acknowledged": 1234, "dropped": 0, "rejected": 0,
+            ],
+        ])
+        #expect(connected.contains("fleet       connected to mqtts://broker.example:8883 as van-17, backlog 0\n"))
+        let failing = Format.describeFleet([
+            "state": "backoff", "broker": "mqtt://10.0.0.5:1883", "device": "van-17", "backlog": 4012,
+            "dropped": 3, "rejected": 1, "lastError": "mqtt://10.0.0.5:1883: Connection refused",
+        ])
+        #expect(
+            failing
+                == "backoff (mqtt://10.0.0.5:1883) as van-17, backlog 4,012, 3 dropped, 1 refused by the broker; "
+                + "last error: mqtt://10.0.0.5:1883: Connection refused")
+        #expect(!Format.status(["source": "fix", "generation": 5]).contains("fleet"), "off: no line")
+    }
+
     @Test func watchShowsVisitsStartingAndEnding() {
         let ended = Format.watchUpdate(
             [

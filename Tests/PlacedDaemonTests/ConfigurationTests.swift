@@ -200,6 +200,14 @@ import Testing
         changed.writerGroup = "kiosk"
         changed.bus = .none
         changed.socketPath = "/run/kiosk/places"
+        for (key, value) in [
+            ("Broker", "mqtts://broker.example mqtt://[::1]:1884"), ("DeviceId", "van-17"), ("CAFile", "/etc/ca.pem"),
+            ("CertFile", "/etc/d.pem"), ("KeyFile", "/etc/d.key"), ("Username", "van-17"),
+            ("PasswordCredential", "mqtt-password"), ("KeepAlive", "30"), ("Protocol", "5"), ("OwnTracks", "yes"),
+            ("OwnTracksUser", "fleet"), ("Backlog", "5000"),
+        ] {
+            try changed.fleet.set(key, to: value)
+        }
         for original in [Configuration(), changed] {
             let text = ConfigFile.effective(original)
             var read = Configuration()

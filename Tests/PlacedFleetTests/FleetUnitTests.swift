@@ -54,6 +54,8 @@ import Testing
         #expect(throws: FleetSettingsError.self, "a password needs a user") { try settings.validate() }
         try settings.set("Username", to: "van-17")
         try settings.validate()
+        try settings.set("Broker", to: "mqtt://127.0.0.1")
+        try settings.validate()  // in clear text only to this machine, beside the TLS broker
         try settings.set("Broker", to: "")
         try settings.set("Broker", to: "mqtt://broker.example")
         #expect(throws: FleetSettingsError.self, "no password in clear text to a remote broker") {
@@ -122,8 +124,15 @@ import Testing
                 accuracy: 14.6, visitStart: 1_795_950_000.5, tid: "17", id: "van-17:9", stamp: stamp))
         #expect(json["_type"] == "transition" && json["event"] == "leave" && json["desc"] == "Kauppatori")
         #expect(json["lat"]?.double == 60.1675 && json["lon"]?.double == 24.9525 && json["acc"]?.int == 15)
-        #expect(json["tst"]?.int == 1_795_955_187 && json["wtst"]?.int == 1_795_950_000)
+        #expect(json["tst"]?.int == 1_795_955_187 && json["wtst"]?.int == 1_795_949_999, "both on the GPS clock")
         #expect(json["tid"] == "17" && json["t"] == "c")
+        // A system clock four hours behind the GPS: the start is still 5,187 s before the event.
+        let behind = FleetStamp(systemTime: 1_795_940_788.25, gpsTime: 1_795_955_187.0, clockSynchronized: false)
+        let late = try JSON(
+            parsing: FleetPayload.ownTracksTransition(
+                .leave, place: "Kauppatori", coordinate: Coordinate(latitude: 60.1675, longitude: 24.9525),
+                accuracy: 14.6, visitStart: 1_795_935_600.5, tid: "17", id: "van-17:9", stamp: behind))
+        #expect(late["tst"]?.int == 1_795_955_187 && late["wtst"]?.int == 1_795_949_999)
         #expect(FleetPayload.trackerID(device: "3f2a91") == "91")
     }
 }
@@ -226,5 +235,86 @@ import Testing
         #expect(
             status.summary
                 == "backoff (mqtts://a.example:8883), backlog 12, 3 dropped; last error: \(status.lastError!)")
+    }
+}
+
+@Suite struct HostLookupTests {
+    @Test func aNameIsLookedUpOffTheLoopAndAnsweredOnIt() throws {
+        let loop = try EventLoop()
+        var outcome: HostLookup.Outcome?
+        let lookup = try HostLookup(loop: loop, host: "localhost", port: 1883) { outcome = $0 }
+        #expect(outcome == nil, "the answer comes on the loop, not from inside the call")
+        #expect(loop.pump(seconds: 10) { outcome != nil })
+        guard case .addresses(let addresses) = outcome else {
+            Issue.record("localhost did not resolve: \(String(describing: outcome))")
+            return
+        }
+        #expect(!addresses.isEmpty && addresses.allSatisfy { $0 == "::1" || $0.hasPrefix("127.") }, "\(addresses)")
+        withExtendedLifetime(lookup) {}
+    }
+
+    @Test func aNameThatDoesNotResolveIsAFailureWithItsReason() throws {
+        let loop = try EventLoop()
+        var outcome: HostLookup.Outcome?
+        let lookup = try HostLookup(loop: loop, host: "no-such-broker.invalid", port: 1883) { outcome = $0 }
+        #expect(loop.pump(seconds: 30) { outcome != nil })
+        guard case .failed(let reason) = outcome else {
+            Issue.record("resolved: \(String(describing: outcome))")
+            return
+        }
+        #expect(reason.hasPrefix("cannot resolve no-such-broker.invalid: "), "\(reason)")
+        withExtendedLifetime(lookup) {}
+    }
+
+    @Test func aCancelledLookupSaysNothing() throws {
+        let loop = try EventLoop()
+        var heard = false
+        let lookup = try HostLookup(loop: loop, host: "localhost", port: 1883) { _ in heard = true }
+        lookup.cancel()
+        loop.pump(for: 0.5)
+        #expect(!heard)
+    }
+
+    @Test func addressesNeedNoLookup() {
+        #expect(HostLookup.isNumeric("127.0.0.1") && HostLookup.isNumeric("2001:db8::10"))
+        #expect(!HostLookup.isNumeric("broker.example") && !HostLookup.isNumeric("localhost"))
+    }
+}
+
+@Suite struct SelectionJournalTests {
+    /// The daemon writes the marker's rows inside its selection transaction; when that rolls back (here:
+    /// an error after them), the rows, the counts and the state go with it, and the next marker's state
+    /// knows nothing of the one that was not recorded.
+    @Test func aRolledBackSelectionLeavesNoRowAndNoTrace() throws {
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:1")
+            try settings.set("DeviceId", to: "rollback")
+        }
+        try publisher.select()
+        publisher.loop.pump(for: 0.1)
+        let before = try publisher.exporter.outbox.pending(after: 0, limit: 100).count
+        struct Refused: Error {}
+        let marker = Marker(
+            place: RankedPlace(
+                place: Place(
+                    id: "osm:node/99", name: "Not recorded", kind: "amenity=cafe",
+                    coordinate: Coordinate(latitude: 60.17, longitude: 24.95)), distance: 1, likelihood: 0.9),
+            location: Fix(coordinate: Coordinate(latitude: 60.17, longitude: 24.95), accuracy: 4), time: 0,
+            generation: 1)
+        #expect(throws: SelectionLogError.self) {
+            _ = try publisher.selections.append(marker) { recorded in
+                try publisher.exporter.recordAlongside(recorded, record: ["place": ["id": "osm:node/99"]], gpsTime: nil)
+                throw Refused()
+            }
+        }
+        publisher.exporter.selectionTransactionEnded(committed: false)
+        #expect(try publisher.exporter.outbox.pending(after: 0, limit: 100).count == before)
+        #expect(publisher.exporter.status.backlog == before)
+        try publisher.select()
+        publisher.loop.pump(for: 0.1)
+        let rows = try publisher.exporter.outbox.pending(after: 0, limit: 100)
+        let state = try JSON(parsing: rows.last!.message.payload)
+        #expect(state["marker"]?["selection"]?.int == 2, "the second recorded selection, not the rolled back one")
+        #expect(!rows.contains { String(decoding: $0.message.payload, as: UTF8.self).contains("osm:node/99") })
     }
 }

@@ -39,65 +39,6 @@ import Testing
         var url: String { "mqtts://127.0.0.1:\(broker.port)" }
     }
 
-    @Test func verifiedTLSWithAClientCertificateAndAnACL() throws {
-        let setup = try TLSBroker(device: "tlsdev")
-        defer { setup.pki.remove() }
-        let publisher = try Publisher { settings in
-            try settings.set("Broker", to: setup.url)
-            try settings.set("DeviceId", to: "tlsdev")
-            try settings.set("CAFile", to: setup.pki.caFile)
-            try settings.set("CertFile", to: setup.device.cert)
-            try settings.set("KeyFile", to: setup.device.key)
-            try settings.set("Protocol", to: "5")
-            try settings.set("OwnTracks", to: "yes")
-        }
-        for index in 0..<20 {
-            try publisher.select()
-            if index % 7 == 3 {
-                publisher.exporter.moved(
-                    to: Fix(
-                        coordinate: Coordinate(latitude: 60.17 + Double(index) * 1e-3, longitude: 24.95), accuracy: 4),
-                    location: ["latitude": .number(60.17)], top: nil)
-            }
-        }
-        let delivered = publisher.loop.pump(seconds: 60) {
-            publisher.isDrained && MarkerLedger(setup.consumer.messages, device: "tlsdev").firstSeen.count == 20
-        }
-        #expect(delivered, "status \(publisher.exporter.status.summary): \(tail(of: setup.broker.log))")
-        #expect(publisher.exporter.status.state == .connected)
-        // The ACL lets the device write placed/tlsdev/# only. mosquitto answers each OwnTracks location
-        // with PUBACK "not authorized" and, over TLS, closes the connection too, PUBACK or not: each is
-        // refused or found to be the message the broker will not take, counted, and not sent again.
-        #expect(publisher.exporter.status.rejected == 3)
-        #expect(!setup.consumer.messages.contains { $0.topic.hasPrefix("owntracks/") })
-        #expect(MarkerLedger(setup.consumer.messages, device: "tlsdev").problems.isEmpty)
-    }
-
-    @Test func aBrokerCertificateFromAnotherCAIsRefused() throws {
-        let setup = try TLSBroker(device: "tlsdev")
-        let stranger = try TestPKI(name: "stranger")
-        defer {
-            setup.pki.remove()
-            stranger.remove()
-        }
-        let publisher = try Publisher { settings in
-            try settings.set("Broker", to: setup.url)
-            try settings.set("DeviceId", to: "tlsdev")
-            try settings.set("CAFile", to: stranger.caFile)
-            try settings.set("CertFile", to: setup.device.cert)
-            try settings.set("KeyFile", to: setup.device.key)
-        }
-        try publisher.select()
-        let refused = publisher.loop.pump(seconds: 10) { publisher.exporter.status.lastError != nil }
-        publisher.loop.pump(for: 1)
-        let status = publisher.exporter.status
-        #expect(refused)
-        #expect(status.state != .connected)
-        #expect(status.lastError?.contains("certificate verify failed") == true, "\(status.lastError ?? "-")")
-        #expect(status.backlog == 2, "the marker and its state wait for a broker we trust")
-        #expect(!setup.consumer.messages.contains { $0.topic.hasPrefix("placed/tlsdev/") })
-    }
-
     @Test func aBrokerCertificateForAnotherHostIsRefused() throws {
         let setup = try TLSBroker(device: "tlsdev", serverName: "DNS:broker.example")
         defer { setup.pki.remove() }

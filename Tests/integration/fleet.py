@@ -1,13 +1,16 @@
-"""Brokers, subscribers and networks for the fleet export tests: mosquitto and a three-node NATS cluster
-(JetStream with its MQTT listener) from Debian, a persistent QoS 1 subscriber (paho-mqtt), network
-namespaces joined by a veth pair, and the publisher (placed-fleet-probe now; placed once the daemon
-exports). Every process runs in a directory of its own and is ended by its PID.
+"""Brokers, subscribers and networks for the fleet export tests: mosquitto (plain, TLS with a test CA and
+client certificates, an ACL, passwords) and a three-node NATS cluster (JetStream with its MQTT listener)
+from Debian, a persistent QoS 1 subscriber (paho-mqtt), network namespaces joined by a veth pair, and
+the publisher: placed itself with a [Fleet] section (`FleetPlaced`). Every process runs in a directory of
+its own and is ended by its PID.
 
-Run as a script, `python fleet.py subscribe HOST PORT CLIENT_ID TOPIC` is the subscriber itself, so
-that it can run inside a network namespace (`ip netns exec`)."""
+Run as a script, `python fleet.py subscribe HOST PORT CLIENT_ID TOPIC [KEY=VALUE ...]` is the subscriber
+itself, so that it can run inside a network namespace (`ip netns exec`)."""
+import ctypes
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -15,6 +18,8 @@ import sys
 import threading
 import time
 import urllib.request
+
+from harness import HELSINKI_CENTER, Placed, VarlinkSocket
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -87,6 +92,15 @@ class Netns:
     def mend(self):
         subprocess.run(["ip", "-n", self.right, "link", "set", self.right_if, "up"], check=True)
 
+    def throttle(self, rate):
+        """What the device sends is held to `rate` (tc's token bucket, e.g. "4mbit") on its end of the link."""
+        subprocess.run(["ip", "netns", "exec", self.left, "tc", "qdisc", "replace", "dev", self.left_if, "root", "tbf",
+                        "rate", rate, "burst", "16kb", "latency", "500ms"], check=True, capture_output=True)
+
+    def unthrottle(self):
+        subprocess.run(["ip", "netns", "exec", self.left, "tc", "qdisc", "del", "dev", self.left_if, "root"],
+                       check=True, capture_output=True)
+
     def remove(self):
         for ns in (self.left, self.right):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
@@ -94,24 +108,41 @@ class Netns:
 
 class Mosquitto:
     """One mosquitto broker with persistence (what it acknowledged survives a SIGTERM restart) and no
-    limit on what it queues for an offline subscriber."""
+    limit on what it queues for an offline subscriber. `tls`: (cafile, certfile, keyfile), clients then
+    need a certificate of that CA and its common name is their user name; `acl`: lines of an ACL file;
+    `passwords`: {user: password}, anonymous clients refused; `extra`: more configuration lines."""
 
-    def __init__(self, directory, host="127.0.0.1", port=None, prefix=()):
+    def __init__(self, directory, host="127.0.0.1", port=None, prefix=(), tls=None, acl=None, passwords=None,
+                 extra=()):
         self.directory = pathlib.Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.host, self.port, self.prefix = host, port or free_port(), list(prefix)
-        lines = ["listener %d %s" % (self.port, host), "allow_anonymous true", "persistence true",
+        self.host, self.port, self.prefix, self.tls = host, port or free_port(), list(prefix), tls
+        lines = ["listener %d %s" % (self.port, host), "persistence true",
                  "persistence_location %s/" % self.directory, "max_queued_messages 0", "log_dest stderr",
-                 "log_type all"]
+                 "log_type all", *extra]
         if os.getuid() == 0:  # else mosquitto switches to its own user, who cannot write here
             lines.append("user root")
+        if tls:
+            lines += ["cafile %s" % tls[0], "certfile %s" % tls[1], "keyfile %s" % tls[2],
+                      "require_certificate true", "use_identity_as_username true"]
+        if acl:
+            (self.directory / "acl").write_text("\n".join(acl) + "\n")
+            lines.append("acl_file %s" % (self.directory / "acl"))
+        if passwords:
+            file = self.directory / "passwords"
+            for user, password in passwords.items():
+                subprocess.run(["mosquitto_passwd", "-b"] + ([] if file.exists() else ["-c"]) +
+                               [str(file), user, password], check=True, capture_output=True)
+            lines += ["password_file %s" % file, "allow_anonymous false"]
+        elif not tls:
+            lines.append("allow_anonymous true")
         (self.directory / "mosquitto.conf").write_text("\n".join(lines) + "\n")
         self.proc = None
         self.start()
 
     @property
     def url(self):
-        return "mqtt://%s:%d" % (self.host, self.port)
+        return "%s://%s:%d" % ("mqtts" if self.tls else "mqtt", self.host, self.port)
 
     def start(self):
         log = open(self.directory / "mosquitto.log", "ab")
@@ -122,13 +153,56 @@ class Mosquitto:
                                % (self.host, self.port)]
         wait_until(lambda: self.proc.poll() is not None or subprocess.run(probe, capture_output=True).returncode == 0,
                    10, "mosquitto on %s:%d" % (self.host, self.port), interval=0.05)
-        assert self.proc.poll() is None, "mosquitto exited: " + (self.directory / "mosquitto.log").read_text()[-2000:]
+        assert self.proc.poll() is None, "mosquitto exited: " + self.log()
+
+    def log(self, chars=2000):
+        return (self.directory / "mosquitto.log").read_text(errors="replace")[-chars:]
 
     def stop(self):
+        """SIGTERM: mosquitto saves what it holds (acknowledged messages, sessions) and exits."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
         end(self.proc, signal.SIGTERM)
 
     def kill(self):
+        """SIGKILL: whatever it acknowledged since its last save is lost with it."""
         end(self.proc, signal.SIGKILL)
+
+    def pause(self):
+        """SIGSTOP: the connections stay open, nothing is read or acknowledged (a hung broker)."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+
+class PKI:
+    """A CA made with openssl for one test, and certificates it signs (by common name)."""
+
+    def __init__(self, directory, name="ca"):
+        self.directory = pathlib.Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self._run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=placed test %s" % name,
+                  "-keyout", self.directory / ("%s.key" % name), "-out", self.ca)
+
+    @property
+    def ca(self):
+        return self.directory / ("%s.pem" % self.name)
+
+    def _run(self, *args):
+        out = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+
+    def issue(self, common_name, alt_name=None):
+        """(certificate, key) paths; `alt_name` such as "IP:127.0.0.1"."""
+        base = self.directory / common_name
+        self._run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=%s" % common_name, "-keyout",
+                  "%s.key" % base, "-out", "%s.csr" % base)
+        extra = []
+        if alt_name:
+            pathlib.Path("%s.ext" % base).write_text("subjectAltName=%s\n" % alt_name)
+            extra = ["-extfile", "%s.ext" % base]
+        self._run("x509", "-req", "-in", "%s.csr" % base, "-CA", self.ca, "-CAkey", self.directory / ("%s.key" % self.name),
+                  "-CAcreateserial", "-days", "2", "-out", "%s.pem" % base, *extra)
+        return pathlib.Path("%s.pem" % base), pathlib.Path("%s.key" % base)
 
 
 class NatsCluster:
@@ -189,9 +263,11 @@ class Subscriber:
     own, so it can run inside a network namespace; it reconnects by itself. `messages` holds every
     message received as (topic, payload text)."""
 
-    def __init__(self, host, port, topic, client_id="fleet-test-consumer", prefix=()):
+    def __init__(self, host, port, topic, client_id="fleet-test-consumer", prefix=(), **options):
+        """`options`: cafile, certfile, keyfile (TLS), username, password."""
         self.proc = subprocess.Popen(
-            list(prefix) + [sys.executable, str(HERE / "fleet.py"), "subscribe", host, str(port), client_id, topic],
+            list(prefix) + [sys.executable, str(HERE / "fleet.py"), "subscribe", host, str(port), client_id, topic]
+            + ["%s=%s" % item for item in options.items()],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.messages = []
         self.subscribed = threading.Event()
@@ -219,82 +295,134 @@ class Subscriber:
 
 
 class Ledger:
-    """The markers a subscriber received, with the checks every test makes: each duplicate is byte for
-    byte the first copy (same id, same payload), first copies arrive in order, and every id is
-    DEVICE:SEQ."""
+    """The messages of one type (`marker` by default, keyed by selection; `visit` by id and event) a
+    subscriber received, with the checks every test makes: each duplicate is byte for byte the first
+    copy (same id, same payload), first copies arrive in sequence order, and every id is DEVICE:SEQ."""
 
-    def __init__(self, messages, device):
-        self.first, self.order, self.duplicates, self.problems = {}, [], 0, []
+    def __init__(self, messages, device, kind="marker"):
+        self.first, self.order, self.duplicates, self.problems, self.sequences = {}, [], 0, [], []
         for topic, payload in messages:
-            if topic != "placed/%s/marker" % device:
+            if topic != "placed/%s/%s" % (device, kind):
                 continue
             body = json.loads(payload)
-            selection = body["selection"]
+            key = body["selection"] if kind == "marker" else (body.get("visit"), body.get("event"))
             if body["id"] != "%s:%d" % (device, body["seq"]):
                 self.problems.append("id %s is not device:seq" % body["id"])
-            if selection in self.first:
+            if key in self.first:
                 self.duplicates += 1
-                if self.first[selection] != payload:
-                    self.problems.append("duplicate of %d differs" % selection)
+                if self.first[key] != payload:
+                    self.problems.append("duplicate of %s differs" % (key,))
             else:
-                self.first[selection] = payload
-                self.order.append(selection)
-        if self.order != sorted(self.order):
-            self.problems.append("markers out of order")
+                self.first[key] = payload
+                self.order.append(key)
+                self.sequences.append(body["seq"])
+        if self.sequences != sorted(self.sequences):
+            self.problems.append("%ss out of order" % kind)
 
-    def missing(self, numbers):
-        return [n for n in numbers if n not in self.first]
+    def missing(self, keys):
+        return [k for k in keys if k not in self.first]
+
+    def bodies(self):
+        return [json.loads(self.first[k]) for k in self.order]
 
 
-class FleetProbe:
-    """The publisher: PlacedFleet in a process of its own (placed-fleet-probe), so a test can kill it or
-    put it in a network namespace. `status` is its last status line as a dict."""
+class FleetPlaced(Placed):
+    """placed with a [Fleet] section (`fleet`: {key: value}) at a static position (or `--gpsd` among
+    `arguments` with `static=None`), its varlink socket and files in `directory`; `prefix` runs it inside
+    a network namespace (the socket is a file: reachable from outside). Selections go in pipelined
+    batches on one connection: 10,000 take seconds."""
 
-    def __init__(self, binary, database, settings, *arguments, prefix=()):
-        argv = list(prefix) + [str(binary), "--db", str(database)]
-        for key, value in settings.items():
-            argv += ["--set", "%s=%s" % (key, value)]
-        self.proc = subprocess.Popen(argv + [str(a) for a in arguments], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self.lines, self.errors, self.status = [], [], {}
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_errors, daemon=True).start()
+    def __init__(self, binary, directory, fleet, *arguments, prefix=(), env=None, static=HELSINKI_CENTER,
+                 config="", bus=None):
+        self.directory = pathlib.Path(directory)
+        self.socket = self.directory / "sock"
+        self.static = static
+        text = config + "\n[Fleet]\n" + "".join("%s=%s\n" % item for item in fleet.items())
+        (self.directory / "placed.conf").write_text(text)
+        argv = [*prefix, str(binary), "--config", self.directory / "placed.conf", "--db", self.directory / "places.db",
+                "--selections", self.directory / "selections.db", "--socket", self.socket,
+                "--bus", "session" if bus else "none"]
+        if static:
+            argv += ["--static", static]
+        env = dict(env or {})
+        if bus:
+            env["DBUS_SESSION_BUS_ADDRESS"] = bus
+        super().__init__(argv[0], *argv[1:], *arguments, env=env)
 
-    def _read(self):
-        for line in self.proc.stdout:
-            line = line.strip()
-            self.lines.append(line)
-            if line.startswith("status "):
-                words = line.split()
-                self.status = dict(w.split("=", 1) for w in words[2:])
-                self.status["state"] = words[1]
+    def wait_ready(self, timeout=15):
+        self.wait_for(r"ranking 1:" if self.static else r"started:", timeout=timeout)
+        wait_until(self.socket.exists, 5, "placed's socket")
+        return self
 
-    def _read_errors(self):
-        for line in self.proc.stderr:
-            self.errors.append(line.rstrip())
+    def call(self, method, **parameters):
+        with VarlinkSocket(self.socket, timeout=30) as connection:
+            return connection.call("io.placed.Places." + method, **parameters)
 
-    def wait_for(self, text, timeout):
+    def fleet(self):
+        return self.call("Status").get("fleet", {})
+
+    def wait_fleet(self, condition, timeout, what):
+        last = {}
+
+        def check():
+            last.update(self.fleet())
+            return condition(last)
         try:
-            wait_until(lambda: any(line.startswith(text) for line in self.lines) or self.proc.poll() is not None,
-                       timeout, "'%s' from placed-fleet-probe" % text)
+            wait_until(check, timeout, what, interval=0.1)
         except AssertionError as error:
-            raise AssertionError("%s; last status %s; its log:\n%s" % (error, self.status, self.log())) from None
-        assert any(line.startswith(text) for line in self.lines), \
-            "placed-fleet-probe exited (%s): %s" % (self.proc.returncode, self.log())
+            raise AssertionError("%s; fleet status %s; log:\n%s" % (error, last, "\n".join(self.lines[-30:])))
+        return last
 
-    def log(self, lines=20):
-        return "\n".join(self.errors[-lines:])
+    def select_many(self, count, batch=200):
+        """`count` Select calls of the current top place, `batch` at a time on one connection (the replies
+        read after each batch); a place that dropped out of the recent rankings is looked up again.
+        Returns the selection numbers, in order."""
+        numbers = []
+        with VarlinkSocket(self.socket, timeout=60) as connection:
+            place = None
+            while len(numbers) < count:
+                if place is None:
+                    places = connection.call("io.placed.Places.Current")["places"]
+                    assert places, "no place ranked to select"
+                    place = places[0]["id"]
+                size = min(batch, count - len(numbers))
+                message = (json.dumps({"method": "io.placed.Places.Select", "parameters": {"id": place}}).encode()
+                           + b"\0") * size
+                connection.send_raw(message)
+                for _ in range(size):
+                    reply = connection.receive()
+                    if reply.get("error") == "io.placed.Places.NotInRanking":
+                        place = None
+                    else:
+                        assert not reply.get("error"), reply
+                        numbers.append(reply["parameters"]["marker"]["selection"])
+        return numbers
 
     def kill(self):
-        end(self.proc, signal.SIGKILL)
+        """SIGKILL: no chance to flush, to write the cursor or to say goodbye."""
+        self.proc.kill()
+        self.proc.wait()
+        self._reader.join(5)
 
-    def stop(self):
-        end(self.proc, signal.SIGTERM)
+
+def clock_synchronized():
+    """adjtimex(2) read-only, as placed reads it (outside the unit's seccomp filter): not STA_UNSYNC."""
+
+    class Timex(ctypes.Structure):
+        _fields_ = [("modes", ctypes.c_uint), ("rest", ctypes.c_byte * 204)]
+
+    state = Timex()
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = libc.adjtimex(ctypes.byref(state))
+    # struct timex: modes, padding, four longs (offset, freq, maxerror, esterror), then int status at 40.
+    status = int.from_bytes(bytes(state.rest[36:40]), "little", signed=True)
+    return result >= 0 and result != 5 and not status & 0x40  # TIME_ERROR, STA_UNSYNC
 
 
-def subscribe_main(host, port, client_id, topic):
+def subscribe_main(host, port, client_id, topic, *options):
     """The subscriber process: one JSON line per message on stdout."""
     import paho.mqtt.client as mqtt
+    options = dict(option.split("=", 1) for option in options)
 
     def say(**event):
         sys.stdout.write(json.dumps(event) + "\n")
@@ -313,6 +441,10 @@ def subscribe_main(host, port, client_id, topic):
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
                          protocol=mqtt.MQTTv311)
     client.on_connect, client.on_subscribe, client.on_message = on_connect, on_subscribe, on_message
+    if "cafile" in options:
+        client.tls_set(ca_certs=options["cafile"], certfile=options.get("certfile"), keyfile=options.get("keyfile"))
+    if "username" in options:
+        client.username_pw_set(options["username"], options.get("password"))
     client.reconnect_delay_set(min_delay=0.2, max_delay=1)
     client.max_inflight_messages_set(100)
     while True:
@@ -325,4 +457,4 @@ def subscribe_main(host, port, client_id, topic):
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["subscribe"]:
-    subscribe_main(*sys.argv[2:6])
+    subscribe_main(*sys.argv[2:])

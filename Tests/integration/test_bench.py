@@ -1,5 +1,5 @@
 """The snap benchmark runs, its tables say what they measure, and bench/run reads the figures it prints;
-so does the map-through-the-daemon benchmark, briefly.
+so do the map-through-the-daemon and the fleet-export-in-the-daemon benchmarks, briefly.
 
 A short run (600 visits) cannot judge the goal; it checks what holds at any sample size worth the
 name: the ranker beats the nearest place at top 1, and a stricter reading of the same accuracy leaves
@@ -75,3 +75,22 @@ def test_map_daemon_bench_runs_and_bench_run_reads_it():
     assert "placed RSS after Map calls, 1.5 s later" in rows
     assert {"placectl map to SVG, exec to exit (800x480, 150 m)", "placectl map to PNG, exec to exit (800x480, 150 m)"} \
         <= set(rows)
+
+
+def test_fleet_daemon_bench_runs_and_bench_run_reads_it():
+    """A short bench/fleet_daemon.py (one round of the drive's first 60 fixes, 10 s idle): bench/run reads
+    each of its figures, and every configuration moved at each fix."""
+    out = subprocess.run([sys.executable, ROOT / "bench" / "fleet_daemon.py", "--rounds", "1", "--fixes", "60",
+                          "--idle", "10", "--keepalive", "5"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = bench_run_rows(out.stdout, "fleet-daemon")
+    latencies = ["fix-to-move latency, fleet export %s" % name
+                 for name in ("off", "on, connected", "on, broker down (outage)")]
+    assert set(rows) == set(latencies) | {"fix-to-move p50, fleet on minus off",
+                                          "fix-to-move p50, fleet during an outage minus off",
+                                          "placed idle RSS, fleet export on (Helsinki)",
+                                          "placed idle wake-ups, fleet on, connected (strace)"}, out.stdout
+    for name in latencies:
+        assert re.fullmatch(r"p50 [\d.]+ ms, p95 [\d.]+ ms", rows[name][1]), rows[name]
+        assert re.search(r", (\d+) moves$", rows[name][2]).group(1) == "60", rows[name]
+    assert re.match(r"machine: \d+ cores \(nproc\), .+, load average [\d.]+ [\d.]+ [\d.]+$", out.stdout, re.M)

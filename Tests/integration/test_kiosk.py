@@ -34,9 +34,10 @@ def test_page_follows_placed_fed_by_gpsfake(placed_bin, placed_web_bin, places_d
                  "--selections", tmp_path / "selections.db"]
     placed = Placed(placed_bin, *arguments, "--gpsd", "localhost:%d" % port, env={"PLACED_LOG_TIMESTAMPS": "1"})
     web = kiosk.PlacedWeb(placed_web_bin, socket_path)
-    browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
+    browser = None
     gps = None
     try:
+        browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
         kiosk.requested_urls(browser)  # what the browser did before the page is not the page's
         browser.get(web.url())
         browser.execute_script(kiosk.OBSERVE_SCRIPT)
@@ -120,7 +121,8 @@ def test_page_follows_placed_fed_by_gpsfake(placed_bin, placed_web_bin, places_d
         assert any(url.endswith("/leaflet/leaflet.js") for url in urls)
         assert kiosk.off_machine(urls) == []
     finally:
-        browser.quit()
+        if browser:
+            browser.quit()
         if gps:
             gps.stop()
         web.stop()
@@ -148,8 +150,9 @@ def _screenshot(browser, path):
 def test_page_draws_the_map_layer_without_errors(placed_bin, placed_web_bin, start_placed, tmp_path):
     placed = start_placed()
     web = kiosk.PlacedWeb(placed_web_bin, placed.socket)
-    browser = kiosk.chromium(1920, 1080, user_data_dir=tmp_path / "chromium")
+    browser = None
     try:
+        browser = kiosk.chromium(1920, 1080, user_data_dir=tmp_path / "chromium")
         kiosk.requested_urls(browser)
         browser.get(web.url())
         kiosk.wait_until("the list", lambda: kiosk.shown_generation(browser) == 1)
@@ -165,7 +168,8 @@ def test_page_draws_the_map_layer_without_errors(placed_bin, placed_web_bin, sta
         assert kiosk.console_errors(browser) == []
         assert kiosk.off_machine(kiosk.requested_urls(browser)) == []
     finally:
-        browser.quit()
+        if browser:
+            browser.quit()
         web.stop()
 
 
@@ -186,9 +190,10 @@ def test_page_shows_a_visit_while_it_lasts(placed_bin, placed_web_bin, places_db
                     "--selections", tmp_path / "selections.db", "--gpsd", "localhost:%d" % port,
                     "--gpsd-timeout", "5", "--config", conf)
     web = kiosk.PlacedWeb(placed_web_bin, tmp_path / "sock")
-    browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
+    browser = None
     gps = None
     try:
+        browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
         browser.get(web.url())
         gps = GpsFake(drive, port)
         line = kiosk.wait_until("the visit on the page", lambda: browser.execute_script(
@@ -198,7 +203,8 @@ def test_page_shows_a_visit_while_it_lasts(placed_bin, placed_web_bin, places_db
             "return document.getElementById('visit').hidden"), timeout=90)
         assert kiosk.console_errors(browser) == []
     finally:
-        browser.quit()
+        if browser:
+            browser.quit()
         if gps:
             gps.stop()
         web.stop()

@@ -1,5 +1,6 @@
 """placed under a booted systemd, installed from the package: enable --now and both activations, the
-watchdog, reload of a drop-in, the live unit's hardening, and a selection's journal entry."""
+watchdog, reload of a drop-in, the live unit's hardening, a selection's journal entry, and fleet export
+under the hardened unit."""
 import json
 import re
 import time
@@ -125,3 +126,40 @@ def test_the_watchdog_restarts_a_hung_placed(service):
     service.wait_for(lambda: [e for e in service.journal("_PID=1", "UNIT=placed.service", cursor=cursor)
                               if "Watchdog timeout" in e["MESSAGE"]], 5, "systemd's watchdog message")
     assert service.run("placectl", "status").returncode == 0
+
+
+def test_fleet_export_under_the_hardened_unit(service):
+    """A mosquitto on the container's localhost (which the unit allows) and a [Fleet] drop-in naming it
+    by host name: placed, under its system call filter, MemoryDenyWriteExecute= and ProtectClock=, loads
+    libmosquitto, looks the name up on a thread of its own, connects, and exports a selection, saying
+    whether the clock was synchronized (timesyncd's word: adjtimex is filtered)."""
+    port = 18830
+    conf = service.root / "etc" / "fleet-test-mosquitto.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
+    service.run("systemd-run", "--unit", "fleet-test-broker", "mosquitto", "-c", "/etc/fleet-test-mosquitto.conf")
+    subscribe = ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-i", "fleet-office", "-c", "-q", "1",
+                 "-t", "placed/in-the-unit/marker"]
+    try:
+        service.wait_for(lambda: service.run(*subscribe, "-E", check=False).returncode == 0, 10,
+                         "the broker and a persistent session")
+        write_drop_in(service, "60-fleet.conf", "[Fleet]\nBroker=mqtt://localhost:%d\nDeviceId=in-the-unit\n" % port)
+        service.run("systemctl", "reload", "placed")
+        status = service.wait_for(lambda: (json.loads(service.run("placectl", "--json", "status").stdout)
+                                           .get("fleet", {}).get("state") == "connected") or None, 15,
+                                  "placed connected to the broker")
+        assert status
+        first = json.loads(service.run("placectl", "--json", "places").stdout)["places"][0]
+        marker = json.loads(service.run("placectl", "--json", "select", first["id"]).stdout)["marker"]
+        out = service.run(*subscribe, "-C", "1", "-W", "20")
+        body = json.loads(out.stdout)
+        assert body["selection"] == marker["selection"] and body["place"]["id"] == first["id"]
+        assert body["id"] == "in-the-unit:%d" % body["seq"] and isinstance(body["clockSynchronized"], bool)
+        shown = service.run("placectl", "status").stdout
+        assert re.search(r"^fleet\s+connected to mqtt://localhost:%d as in-the-unit" % port, shown, re.M), shown
+    finally:
+        drop_in = service.root / "etc/placed/placed.conf.d/60-fleet.conf"
+        if drop_in.exists():
+            drop_in.unlink()
+        service.run("systemctl", "reload", "placed", check=False)
+        service.run("systemctl", "stop", "fleet-test-broker", check=False)
+        conf.unlink()

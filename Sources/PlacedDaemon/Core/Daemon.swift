@@ -25,6 +25,8 @@ public final class Daemon: PlacesService, LocationSink {
     private var writerGroup: UInt32?
     private var readerGroup: UInt32?
     private var subscribers: [DaemonSubscriber] = []
+    /// Writes its rows in each selection's transaction (the fleet export), if set.
+    public weak var selectionJournal: SelectionJournal?
     private var visits: VisitDetector
     private var visitPlace: VisitPlaceTracker
     /// The selection made during the open visit, for its end.
@@ -71,6 +73,10 @@ public final class Daemon: PlacesService, LocationSink {
 
     /// No subscriber hears anything more: at shutdown, before the adapters stop.
     public func unsubscribeAll() { subscribers = [] }
+
+    /// The selection log, for a selection journal that keeps its rows in the same file (the fleet
+    /// outbox): the assembly hands it over; adapters never see it.
+    public var selectionLog: SelectionLog { selections }
 
     /// Makes what was written durable in the main database file: at shutdown.
     public func close() { selections.checkpoint() }
@@ -249,12 +255,24 @@ public final class Daemon: PlacesService, LocationSink {
         }
     }
 
-    /// The one durable path of a selection, a client's or an automatic one: the row first, then the
-    /// pick for learning, the open visit's place, and the announcement.
+    /// The one durable path of a selection, a client's or an automatic one: the row first (with the
+    /// selection journal's rows, in one transaction), then the pick for learning, the open visit's
+    /// place, and the announcement.
     @discardableResult
     private func record(_ marker: Marker) throws -> Marker {
         if selections.isReadOnly { reopenSelectionLog() }
-        let recorded = try selections.append(marker)
+        let recorded: Marker
+        if let journal = selectionJournal {
+            do {
+                recorded = try selections.append(marker) { try journal.write(alongside: $0) }
+                journal.selectionTransactionEnded(committed: true)
+            } catch {
+                journal.selectionTransactionEnded(committed: false)
+                throw error
+            }
+        } else {
+            recorded = try selections.append(marker)
+        }
         self.marker = recorded
         picks.append(Pick(recorded))
         if visits.visit != nil {
@@ -283,7 +301,10 @@ public final class Daemon: PlacesService, LocationSink {
     /// A log that opened read-only is tried again before each selection, so one made writable again
     /// (remounted, chmod) takes selections without a restart.
     private func reopenSelectionLog() {
-        if selections.reopen() { Log.notice("selection log \(selections.path) is writable again") }
+        if selections.reopen() {
+            Log.notice("selection log \(selections.path) is writable again")
+            selectionJournal?.selectionLogReopened()
+        }
     }
 
     public func history(limit: Int?, before: Int64?, by caller: Credentials) throws(ServiceError) -> [Marker] {

@@ -17,6 +17,8 @@ final class BusAdapter: DaemonSubscriber {
     /// was made, and a unique name is never reused, so asking once per connection is asking enough.
     private var callers: [String: Credentials] = [:]
     private static let maximumCallers = 1024
+    /// The fleet export's status for the `Fleet` property (empty when it is off).
+    var fleetStatus: (() -> Record?)?
 
     init(service: PlacesService, loop: EventLoop, address: Bus.Address) throws {
         self.service = service
@@ -123,6 +125,10 @@ final class BusAdapter: DaemonSubscriber {
             guard let open = service.openVisit else { return .dictionary([:]) }
             return Record.visit(open.visit, clock: service.clock, place: open.place, language: service.language).bus
         }
+        object.addProperty(Property.fleet, signature: "a{sv}") { [unowned self] call throws(BusError) in
+            try authorizeReading(call)
+            return fleetStatus?()?.bus ?? .dictionary([:])
+        }
     }
 
     /// The properties' names, as they are declared and announced.
@@ -133,7 +139,11 @@ final class BusAdapter: DaemonSubscriber {
         static let distanceFilter = "DistanceFilter"
         static let sourceState = "SourceState"
         static let visit = "Visit"
+        static let fleet = "Fleet"
     }
+
+    /// The fleet export's state, broker or last error changed.
+    func fleetChanged() { send { try object.emitPropertiesChanged([Property.fleet]) } }
 
     /// The caller of `call`, asked of the bus driver once per connection.
     private func credentials(of call: BusMethodCall) throws(BusError) -> Credentials {

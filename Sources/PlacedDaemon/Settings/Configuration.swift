@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedFleet
 import PlacedSystem
 
 #if canImport(Glibc)
@@ -66,6 +67,8 @@ public struct Configuration: Sendable, Equatable {
     public var autoSelect: Double?
     /// The least important messages logged: moves and rankings are `debug`.
     public var logLevel: LogPriority = .info
+    /// `[Fleet]`: the MQTT fleet export; off without a broker.
+    public var fleet = FleetSettings()
     public var configFile = "/etc/placed/placed.conf"
 
     public init() {}

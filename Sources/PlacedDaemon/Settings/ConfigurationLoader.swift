@@ -24,7 +24,12 @@ public struct ConfigurationLoader: Sendable {
         }
         try ConfigFile.load(flagsOnly.configFile, into: &base)
         base.configFile = flagsOnly.configFile
-        return try Configuration.parse(arguments, over: base)
+        let command = try Configuration.parse(arguments, over: base)
+        switch command {
+        case .run(let c), .check(let c): try c.validateFleet()
+        case .help, .version: break
+        }
+        return command
     }
 
     /// The configuration to run with, read again (SIGHUP).

@@ -78,7 +78,10 @@ public struct SettingError: Error, Equatable, Sendable {
 
 public enum Settings {
     /// Every setting, in the order of the configuration file and of `--check-config`.
-    public static let all: [Setting] = [
+    public static let all: [Setting] = daemon + fleet
+
+    /// The daemon's own settings; the fleet export's `[Fleet]` rows are in Fleet/FleetSettingRows.swift.
+    static let daemon: [Setting] = [
         Setting(
             section: "Location", key: "Source", flag: nil, placeholder: "",
             help: "gpsd, or static (then StaticPosition)",

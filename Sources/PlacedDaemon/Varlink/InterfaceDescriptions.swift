@@ -87,6 +87,25 @@ enum InterfaceDescriptions {
         # polygon's outer ring first, then its holes.
         type MapGeometry (type: string, coordinates: object)
 
+        # The fleet export (MQTT, [Fleet] in placed.conf): state is connecting, connected, backoff (every broker
+        # failed in a row: waiting to try broker again) or stopped (lastError says why, if it could not start);
+        # broker: the URL connected to or being tried; device: the id in topics and message ids; backlog: events
+        # not yet acknowledged by a broker; inFlight: sent on this connection and not yet acknowledged;
+        # acknowledged: the newest event sequence number acknowledged with every one before it; dropped: location
+        # and state updates dropped past Backlog= and events the disk could not store; rejected: messages a broker
+        # refused (not sent again); lastError: the last failure, until the next connection.
+        type FleetStatus (
+          state: string,
+          broker: ?string,
+          device: string,
+          backlog: int,
+          inFlight: int,
+          acknowledged: int,
+          dropped: int,
+          rejected: int,
+          lastError: ?string
+        )
+
         # The latest ranking, and the open visit. language: the reader's, for the names: a language code
         # ("sv", "sv-FI") or a POSIX locale ("sv_FI.UTF-8"), each place's name:<language> tag when it has
         # one, else its name tag; absent or empty: placed's Language= setting; "C": the name tags. Never
@@ -113,7 +132,7 @@ enum InterfaceDescriptions {
         # Past selections, newest first.
         method History(limit: ?int, before: ?int) -> (markers: []Marker)
 
-        # The daemon's state.
+        # The daemon's state; fleet: absent when fleet export is off (no Broker=).
         method Status() -> (
           source: string,
           location: ?Location,
@@ -122,7 +141,8 @@ enum InterfaceDescriptions {
           places: int,
           distance_filter: float,
           marker: ?Marker,
-          visit: ?Visit
+          visit: ?Visit,
+          fleet: ?FleetStatus
         )
 
         # The map layer around a position: the features whose bounding box comes within radius metres

@@ -16,6 +16,8 @@ final class VarlinkAdapter: DaemonSubscriber {
     private let loop: EventLoop
     /// Fires a second after the last Map reply: see `releaseHeapWhenIdle`.
     private var heapRelease: EventSource?
+    /// The fleet export's status for `Status` (`fleet`), when it is configured.
+    var fleetStatus: (() -> Record?)?
 
     /// Where the server listens: a socket placed binds itself, or one systemd passed.
     enum Listener {
@@ -188,6 +190,7 @@ final class VarlinkAdapter: DaemonSubscriber {
         if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
         if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
         if let open = openVisit(language: service.language) { parameters["visit"] = open }
+        if let fleet = fleetStatus?() { parameters["fleet"] = fleet.json }
         return parameters
     }
 
