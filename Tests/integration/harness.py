@@ -117,6 +117,16 @@ class Placed:
                     raise AssertionError("timed out waiting for %r; log:\n%s" % (pattern, "\n".join(self.lines)))
                 self._cond.wait(min(left, 0.1))
 
+    def wait_for_end_of_replay(self, timeout=180):
+        """Waits for gpsd's silence after the replay's first move. A loaded machine may start gpsfake's
+        stream only after placed has already reported a first silence (--gpsd-timeout), so the silence
+        that ends a replay is the first one after a move."""
+        self.wait_for(r"move 1 at", timeout=timeout)
+        with self._cond:
+            first = next(i for i, line in enumerate(self.lines) if "move 1 at" in line)
+            before = sum("no data from gpsd" in line for line in self.lines[:first])
+        self.wait_for(r"no data from gpsd", timeout=timeout, count=before + 1)
+
     def moves(self):
         with self._cond:
             return [(int(m.group(1)), float(m.group(2)), float(m.group(3)))

@@ -18,7 +18,7 @@ def replay(placed_bin, log, tmp_path, distance_filter=50):
     placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock", "--gpsd", "localhost:%d" % port,
                     "--distance-filter", distance_filter, "--gpsd-timeout", 2)
     try:
-        placed.wait_for(r"no data from gpsd", timeout=180)
+        placed.wait_for_end_of_replay(timeout=180)
         return placed.moves(), nmea.moves(nmea.fixes(log), distance_filter)
     finally:
         gps.stop()

@@ -66,7 +66,7 @@ def test_select_accepts_the_last_three_rankings_only(start_placed, tmp_path):
     try:
         watch = placed.raw(timeout=30)
         watch.send(PLACES + ".Watch", more=True)
-        placed.wait_for(r"no data from gpsd", timeout=60)
+        placed.wait_for_end_of_replay(timeout=60)
     finally:
         gps.stop()
     rankings = {m["generation"]: m for m in drain(watch) if m.get("places")}
@@ -259,7 +259,7 @@ def test_a_full_disk_fails_selections_while_fixes_and_rankings_go_on(small_tmpfs
             filler.unlink()
             second = places.Select(top_ids(places)[2])["marker"]
             assert second["selection"] == first["selection"] + 1, "the failed ones used no ids"
-        placed.wait_for(r"no data from gpsd", timeout=60)
+        placed.wait_for_end_of_replay(timeout=60)
     finally:
         gps.stop()
     assert_same_moves(placed.moves(), nmea.moves(nmea.fixes(log), 50))

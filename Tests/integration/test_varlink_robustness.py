@@ -271,7 +271,7 @@ def test_abuse_during_a_drive_disturbs_neither_fixes_nor_watchers(start_placed, 
         abuser = threading.Thread(target=abuse)
         abuser.start()
         try:
-            placed.wait_for(r"no data from gpsd", timeout=60)
+            placed.wait_for_end_of_replay(timeout=60)
         finally:
             done.set()
             abuser.join()
