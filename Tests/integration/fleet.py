@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.request
 
-from harness import HELSINKI_CENTER, Placed, VarlinkSocket
+from harness import HELSINKI_CENTER, Placed, VarlinkSocket, end
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -45,18 +45,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def end(proc, sig=signal.SIGTERM, timeout=10):
-    """Ends one process we started, by its PID: `sig`, then SIGKILL if it lingers."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 class Netns:

@@ -82,6 +82,31 @@ class GpsFake:
 MOVE = re.compile(r"move (\d+) at (-?[\d.]+),(-?[\d.]+)")
 
 
+def end(proc, sig=signal.SIGTERM, timeout=10):
+    """Ends one process we started, by its PID: `sig`, then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def private_bus(directory):
+    """A private session-type dbus-daemon anyone may use, its socket in `directory`: (process, address)."""
+    conf = directory / "bus.conf"
+    conf.write_text("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:path=%s/bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/>
+<allow receive_sender="*"/></policy></busconfig>""" % directory)
+    proc = subprocess.Popen(["dbus-daemon", "--nofork", "--print-address", "--config-file", str(conf)],
+                            stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
 class Placed:
     """placed in the foreground; its log lines are collected as they arrive. The tests read each move
     and ranking from the log, so placed logs at debug unless `log_level` says otherwise."""
@@ -133,13 +158,7 @@ class Placed:
                     for m in map(MOVE.search, self.lines) if m]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc)
         self._reader.join(5)
         return self.proc.returncode
 

@@ -6,14 +6,13 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import threading
 import time
 import urllib.parse
 
 import nmea
-from harness import ROOT, free_port
+from harness import ROOT, end, free_port
 
 WEB = ROOT / "web"
 LEAFLET = pathlib.Path("/usr/share/javascript/leaflet")
@@ -58,13 +57,7 @@ class PlacedWeb:
         return self.origin + path
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc)
         return self.proc.returncode
 
 

@@ -24,7 +24,7 @@ import nmea
 from conftest import ROOT
 from fleet import (FleetPlaced, Ledger, Mosquitto, NatsCluster, Netns, PKI, Subscriber, clock_synchronized,
                    wait_until)
-from harness import GpsFake, bin_path, conforms, free_port
+from harness import GpsFake, bin_path, conforms, free_port, private_bus
 
 INTERFACE = varlink.Interface((ROOT / "etc" / "io.placed.Places.varlink").read_text())
 
@@ -463,18 +463,6 @@ def test_fleet_export_off_costs_nothing_and_sighup_turns_it_on(tmp_path, start, 
     # The state is retained: a subscriber coming later still sees where the device is and its marker.
     wait_until(lambda: any(t == "placed/%s/status" % device and p == "online" for t, p in subscriber.received()),
                10, "online")
-
-
-def private_bus(directory):
-    conf = directory / "bus.conf"
-    conf.write_text("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path=%s/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/>
-<allow receive_sender="*"/></policy></busconfig>""" % directory)
-    proc = subprocess.Popen(["dbus-daemon", "--nofork", "--print-address", "--config-file", str(conf)],
-                            stdout=subprocess.PIPE, text=True)
-    return proc, proc.stdout.readline().strip()
 
 
 def test_the_fleet_status_on_dbus_and_placectl_bus(tmp_path, start, cleanup, placectl_bin):

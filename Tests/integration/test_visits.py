@@ -16,23 +16,11 @@ import time
 import pytest
 
 import nmea
-from harness import PLACES, GpsFake, JournaledPlaced, VarlinkSocket, free_port, open_varlink
+from harness import PLACES, GpsFake, JournaledPlaced, VarlinkSocket, free_port, open_varlink, private_bus
 
 VISIT_STARTED = "1df280d41ef540f39abe08ce69b2576a"
 VISIT_ENDED = "2750cf6609404de3895803abac304e54"
 SELECTION = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
-
-
-def private_bus(directory):
-    conf = directory / "bus.conf"
-    conf.write_text("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path=%s/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/>
-<allow receive_sender="*"/></policy></busconfig>""" % directory)
-    proc = subprocess.Popen(["dbus-daemon", "--nofork", "--print-address", "--config-file", str(conf)],
-                            stdout=subprocess.PIPE, text=True)
-    return proc, proc.stdout.readline().strip()
 
 
 @pytest.fixture
