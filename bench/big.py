@@ -220,8 +220,9 @@ def rank_part(bench, placectl, placed, build):
     db = DATA / "city-1M.db"
     if not db.exists() or db.stat().st_mtime < pbf.stat().st_mtime:
         subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
-    client = DATA / "rank-client"
+    client, floor = DATA / "rank-client", DATA / "rank-floor"
     subprocess.run(["cc", "-O2", "-o", client, ROOT / "bench" / "rank-client.c"], check=True)
+    subprocess.run(["cc", "-O2", "-o", floor, ROOT / "bench" / "rank-floor.c"], check=True)
     blocks = int(SIZES["1M"] / PLACES_PER_BLOCK + 1)
     side = int(blocks ** 0.5 + 1) * BLOCK["city"]
     lat0, lon0 = ORIGIN
@@ -233,6 +234,19 @@ def rank_part(bench, placectl, placed, build):
     with tempfile.TemporaryDirectory(prefix="placed-rank-") as tmp:
         work = pathlib.Path(tmp)
         (work / "positions").write_text("".join("%.7f %.7f\n" % p for p in positions))
+        # The floor: the same client against a server that only reads each request and writes a fixed
+        # reply of the size placed's replies have (4,958 bytes), blocking and from an epoll loop.
+        floors = {}
+        for mode in ("blocking", "epoll"):
+            server = subprocess.Popen([floor, mode, work / ("floor-" + mode), "4958"], stdout=subprocess.PIPE, text=True)
+            try:
+                server.stdout.readline()
+                floors[mode] = round_trips(client, work / ("floor-" + mode), work / "positions", server.pid)
+                floors[mode] += ", system calls per call: %s" % per_call_syscalls(
+                    server.pid, [client, work / ("floor-" + mode), work / "positions", "2000"], 2000, work / "strace")[0]
+            finally:
+                server.kill()
+                server.wait()
         proc = subprocess.Popen(
             [placed, "--bus", "none", "--static", "%.6f,%.6f,10" % positions[0], "--db", db,
              "--selections", work / "selections.db", "--socket", work / "sock", "--log-level", "warning"],
@@ -243,34 +257,56 @@ def rank_part(bench, placectl, placed, build):
                     break
                 time.sleep(0.05)
             time.sleep(0.2)
-            subprocess.run([client, work / "sock", work / "positions", "20000"], check=True, capture_output=True)
-            cpu0 = cpu_seconds(proc.pid)
-            ours = subprocess.run([client, work / "sock", work / "positions", "20000"], check=True,
-                                  capture_output=True, text=True).stdout.strip()
-            ours += ", daemon CPU %.1f us per call" % ((cpu_seconds(proc.pid) - cpu0) / 20000 * 1e6)
-            trace = work / "strace"
-            tracer = subprocess.Popen(["strace", "-c", "-f", "-o", trace, "-p", str(proc.pid)],
-                                      stderr=subprocess.DEVNULL)
-            time.sleep(1)
-            subprocess.run([client, work / "sock", work / "positions", "2000"], check=True, capture_output=True)
-            time.sleep(0.3)
-            tracer.terminate()
-            tracer.wait()
-            counts = {}
-            for line in trace.read_text().splitlines():
-                parts = line.split()
-                if len(parts) >= 5 and parts[-1] not in ("syscall", "total") and parts[0][0].isdigit():
-                    counts[parts[-1]] = int(parts[3]) if len(parts) >= 6 else int(parts[3])
+            ours = round_trips(client, work / "sock", work / "positions", proc.pid)
+            calls, total = per_call_syscalls(
+                proc.pid, [client, work / "sock", work / "positions", "2000"], 2000, work / "strace")
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+    for mode in ("blocking", "epoll"):
+        print("floor %s (trivial C server, fixed 4,958-byte reply): %s" % (mode, floors[mode]))
     print("placed Rank (C client, 1 call in flight): %s" % ours)
-    per_call = {name: count / 2000 for name, count in counts.items()}
-    print("strace -c over 2,000 Rank calls, per call: %s (total %.2f)" % (
-        ", ".join("%s %.2f" % kv for kv in sorted(per_call.items(), key=lambda kv: -kv[1])), sum(per_call.values())))
+    print("strace -c over 2,000 Rank calls, per call: %s (total %.2f)" % (calls, total))
     postgis = postgis_knn(db, work_dir=DATA / "pg")
     if postgis:
         print("PostGIS KNN top-20 (pgbench, 1 client, Unix socket): %s" % postgis)
+    print("rank part done, %s" % load())
+
+
+def round_trips(client, sock, positions, server_pid, calls=20_000):
+    """The client's figures for `calls` round trips after as many to warm up, and the server's CPU per
+    call (on-CPU nanoseconds of all its threads, /proc/PID/task/*/schedstat; user and system time)."""
+    def cpu_ns():
+        return sum(int(open(t / "schedstat").read().split()[0]) for t in pathlib.Path("/proc/%d/task" % server_pid).iterdir())
+
+    def ticks():
+        fields = open("/proc/%d/stat" % server_pid).read().rsplit(")", 1)[1].split()
+        return int(fields[11]), int(fields[12])
+
+    subprocess.run([client, sock, positions, str(calls)], check=True, capture_output=True)
+    cpu0, (user0, system0) = cpu_ns(), ticks()
+    out = subprocess.run([client, sock, positions, str(calls)], check=True, capture_output=True, text=True).stdout.strip()
+    (user1, system1) = ticks()
+    share = (system1 - system0) / max(1, user1 - user0 + system1 - system0)
+    return "%s, daemon CPU %.1f us per call (%.0f %% kernel)" % (out, (cpu_ns() - cpu0) / calls / 1e3, share * 100)
+
+
+def per_call_syscalls(pid, client_argv, calls, trace):
+    """strace -c of process `pid` while `client_argv` makes `calls` calls: ("name n, ...", total) per call."""
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", trace, "-p", str(pid)], stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    subprocess.run(client_argv, check=True, capture_output=True)
+    time.sleep(0.3)
+    tracer.terminate()
+    tracer.wait()
+    counts = {}
+    for line in pathlib.Path(trace).read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] not in ("syscall", "total") and parts[0][0].isdigit():
+            counts[parts[-1]] = int(parts[3])
+    per_call = {name: count / calls for name, count in counts.items()}
+    listed = ", ".join("%s %.2f" % kv for kv in sorted(per_call.items(), key=lambda kv: -kv[1]) if kv[1] >= 0.005)
+    return listed, sum(per_call.values())
 
 
 def postgis_knn(db, work_dir):
