@@ -525,12 +525,15 @@ extension JSON {
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
         // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
+        // Copied through withUTF8: appending a String's UTF8View goes byte by byte.
+        var text: String
         if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
-            output.append(contentsOf: String(Int64(number)).utf8)
+            text = String(Int64(number))
         } else {
             // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
-            output.append(contentsOf: number.description.utf8)
+            text = number.description
         }
+        text.withUTF8 { output.append(contentsOf: $0) }
     }
 
     /// Appends `string` quoted and escaped as `encode(into:)` writes it.

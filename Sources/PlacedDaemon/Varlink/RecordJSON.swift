@@ -18,54 +18,65 @@ extension Record {
     /// Appends `json.encode(into:)`'s bytes: keys in `JSON.keyPrecedes` order and, as in a dictionary,
     /// the last value of a key set twice.
     func encodeJSON(into output: inout [UInt8]) {
-        encodeJSON(in: jsonOrder, into: &output)
+        encodeJSON(as: JSONShape(self), into: &output)
     }
 
     /// Appends `JSON.array(records.map(\.json))`'s bytes. Records with the keys of the one before (the
-    /// places of a ranking) are written in the order sorted for it, not sorted again.
+    /// places of a ranking) are written in the shape made for it: keys sorted and encoded once.
     static func encodeJSON(array records: [Record], into output: inout [UInt8]) {
         output.append(UInt8(ascii: "["))
-        var order: [Int] = []
+        var shape: JSONShape?
         for (index, record) in records.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             if index == 0 || !record.fields.elementsEqual(records[index - 1].fields, by: { $0.key == $1.key }) {
-                order = record.jsonOrder
+                shape = JSONShape(record)
             }
-            record.encodeJSON(in: order, into: &output)
+            record.encodeJSON(as: shape!, into: &output)
         }
         output.append(UInt8(ascii: "]"))
     }
 
-    /// The fields' indices in the order they are written: sorted by key, stably, and of a key set
-    /// more than once only the last.
-    private var jsonOrder: [Int] {
-        var order: [Int] = []
-        order.reserveCapacity(fields.count)
-        // Insertion sort: a record has about ten fields.
-        for index in fields.indices {
-            var slot = order.count
-            order.append(index)
-            while slot > 0, JSON.keyPrecedes(fields[index].key, fields[order[slot - 1]].key) {
-                order[slot] = order[slot - 1]
-                slot -= 1
-            }
-            order[slot] = index
-        }
-        return order.indices.filter { $0 + 1 == order.count || fields[order[$0 + 1]].key != fields[order[$0]].key }
-            .map { order[$0] }
-    }
-
-    private func encodeJSON(in order: [Int], into output: inout [UInt8]) {
+    private func encodeJSON(as shape: JSONShape, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "{"))
         fields.withUnsafeBufferPointer { fields in
-            for (position, index) in order.enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                JSON.encode(string: fields[index].key, into: &output)
-                output.append(UInt8(ascii: ":"))
+            for (index, prefix) in zip(shape.order, shape.prefixes) {
+                output.append(contentsOf: prefix)
                 fields[index].value.encodeJSON(into: &output)
             }
         }
         output.append(UInt8(ascii: "}"))
+    }
+}
+
+/// How a record's fields are written: which, in what order, each after its encoded key.
+private struct JSONShape {
+    /// The fields' indices sorted by key, stably; of a key set more than once only the last.
+    var order: [Int] = []
+    /// `"key":` for the first, `,"key":` for the others.
+    var prefixes: [[UInt8]] = []
+
+    init(_ record: Record) {
+        let fields = record.fields
+        var sorted: [Int] = []
+        sorted.reserveCapacity(fields.count)
+        // Insertion sort: a record has about ten fields.
+        for index in fields.indices {
+            var slot = sorted.count
+            sorted.append(index)
+            while slot > 0, JSON.keyPrecedes(fields[index].key, fields[sorted[slot - 1]].key) {
+                sorted[slot] = sorted[slot - 1]
+                slot -= 1
+            }
+            sorted[slot] = index
+        }
+        for (position, index) in sorted.enumerated()
+        where position + 1 == sorted.count || fields[sorted[position + 1]].key != fields[index].key {
+            var prefix: [UInt8] = order.isEmpty ? [] : [UInt8(ascii: ",")]
+            JSON.encode(string: fields[index].key, into: &prefix)
+            prefix.append(UInt8(ascii: ":"))
+            order.append(index)
+            prefixes.append(prefix)
+        }
     }
 }
 
