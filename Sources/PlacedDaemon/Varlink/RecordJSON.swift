@@ -1,8 +1,9 @@
 import PlacedJSON
 
-/// A `Record` as JSON, two ways that give the same bytes: `json`, a `JSON` value to put into a larger
-/// message, and `encodeJSON(into:)`, the text written straight into a reply buffer (a Rank reply of
-/// 20 places without building 200 dictionary entries first). Doubles that are not finite are null.
+// A `Record` as JSON, two ways that give the same bytes: `json`, a `JSON` value to put into a larger
+// message, and `encodeJSON(into:)`, the text written straight into a reply buffer (a Rank reply of
+// 20 places without building 200 dictionary entries first). Doubles that are not finite are null.
+
 extension JSON {
     /// JSON has no NaN or infinity.
     static func finite(_ value: Double) -> JSON { value.isFinite ? .number(value) : .null }
