@@ -11,12 +11,15 @@ density at 10 M and 30 M places (about 100 M and 300 M nodes), kept in $PLACED_B
   index    placed-bench index on the file: within-250 m and ranking p50, cold and warm, beside SQLite's
            R*Tree on the same points
   rank     Rank round trip from a compiled client (bench/rank-client.c) over 1 M places at city density
-           beside PostGIS KNN top-20 through pgbench on the same places, and strace's count per call
+           beside PostGIS KNN top-20 through pgbench on the same places, and strace's count per call;
+           beside the floor (bench/rank-floor.c: a server that answers with a fixed reply of the same
+           size) and, with --rank-baseline BINARY, another placed build, all measured in turns
 
 The files are large (a 30 M extract is about 2 GB, its places file about 6 GB) and take minutes to make:
 without --build, a missing one is skipped and named. Figures carry the load average (uptime).
 
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
+                   [--rank-baseline PLACED]
 """
 import argparse
 import json
