@@ -142,7 +142,22 @@ public final class VarlinkServer {
     @discardableResult
     public func broadcast(_ parameters: [String: JSON], to streams: [VarlinkCall]) throws(JSONError) -> Int {
         guard !streams.isEmpty else { return 0 }
-        let bytes = try VarlinkWire.reply(parameters, continues: true)
+        return send(try VarlinkWire.reply(parameters, continues: true), to: streams)
+    }
+
+    /// `broadcast(_:to:)` with parameters written as JSON text by `write`: see
+    /// `VarlinkWire.reply(continues:capacity:writingParameters:)`.
+    @discardableResult
+    public func broadcast(
+        to streams: [VarlinkCall], capacity: Int = 256,
+        writingParameters write: (inout [UInt8]) throws(JSONError) -> Void
+    ) throws(JSONError) -> Int {
+        guard !streams.isEmpty else { return 0 }
+        let bytes = try VarlinkWire.reply(continues: true, capacity: capacity, writingParameters: write)
+        return send(bytes, to: streams)
+    }
+
+    private func send(_ bytes: [UInt8], to streams: [VarlinkCall]) -> Int {
         var delivered = 0
         for call in streams where !call.isFinished && call.connection?.send(bytes) == true { delivered += 1 }
         return delivered

@@ -140,7 +140,7 @@ private final class RefusingJournal: SelectionJournal {
         let fields = lines[(start + 1)...].prefix { $0 != ")" }
         let declared = Set(fields.map { String($0.split(separator: ":")[0]).trimmed })
         #expect(keys == declared)
-        #expect(Record.fleet(status).json == .object(status.json), "the exporter's own JSON says the same")
+        #expect(Record.fleet(status).jsonObject == status.json, "the exporter's own JSON says the same")
     }
 
     @Test func fleetKeysAreCheckedTogetherWhenTheConfigurationIsRead() throws {

@@ -6,8 +6,11 @@ import Testing
 @testable import PlacedCore  // Visit's memberwise initializer
 @testable import PlacedDaemon
 
-/// `Record.encodeJSON(into:)` writes replies directly; it must give exactly the bytes of the `JSON`
-/// value path (`Record.json`, then `JSON.encode`) that every other reply takes.
+/// `Record.encodeJSON(into:)` is the one JSON encoding of records, in every varlink reply and fleet
+/// payload. What it writes must parse (PlacedJSON's parser) to the object the record describes —
+/// `expected`, below: keys as a dictionary holds them (the last of a repeated key), integers as
+/// numbers, doubles that are not finite as null — and be byte for byte what `JSON.encode` makes of
+/// that object (compact, keys in `JSON.keyPrecedes` order), as the replies were before.
 @Suite struct RecordJSONTests {
     private func written(_ record: Record) -> String {
         var bytes: [UInt8] = []
@@ -15,10 +18,30 @@ import Testing
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private func viaJSON(_ record: Record) throws -> String { try record.json.serialized() }
+    /// What a record means as JSON, built independently of the writer.
+    private func expected(_ record: Record) -> JSON {
+        var object: [String: JSON] = [:]
+        for (key, value) in record.fields { object[key] = expected(value) }
+        return .object(object)
+    }
+
+    private func expected(_ value: Record.Value) -> JSON {
+        switch value {
+        case let .string(s): .string(s)
+        case let .double(d): d.isFinite ? .number(d) : .null
+        case let .int(i): .number(Double(i))
+        case let .uint(u): .number(Double(u))
+        case let .bool(b): .bool(b)
+        case let .record(r): expected(r)
+        case let .records(rs): .array(rs.map(expected))
+        }
+    }
 
     private func expectSame(_ record: Record, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        #expect(written(record) == (try viaJSON(record)), sourceLocation: sourceLocation)
+        let text = written(record)
+        let parsed = try JSON(parsing: text)
+        #expect(parsed == expected(record), sourceLocation: sourceLocation)
+        #expect(text == (try parsed.serialized()), "canonical bytes", sourceLocation: sourceLocation)
     }
 
     private let cafe = RankedPlace(
@@ -123,7 +146,10 @@ import Testing
         ]
         var bytes: [UInt8] = []
         Record.encodeJSON(array: records, into: &bytes)
-        #expect(String(decoding: bytes, as: UTF8.self) == (try JSON.array(records.map(\.json)).serialized()))
+        let text = String(decoding: bytes, as: UTF8.self)
+        let parsed = try JSON(parsing: text)
+        #expect(parsed == .array(records.map(expected)))
+        #expect(text == (try parsed.serialized()))
         #expect(String(decoding: bytes, as: UTF8.self).contains(#""id":"osm:way/7""#))
     }
 
@@ -157,16 +183,29 @@ import Testing
         for _ in 0..<2_000 { try expectSame(record(depth: 0)) }
     }
 
-    @Test func aWrittenReplyIsFramedAsTheJSONValueReply() throws {
-        let places = [cafe, cafe]
-        let parameters: [String: JSON] = ["places": .array(places.map { Record.place($0, language: nil).json })]
+    @Test func thePlaceShapeHasTheInterfaceKeysAndTypes() throws {
+        let parsed = try JSON(parsing: written(Record.place(cafe, language: "sv")))
+        let object = try #require(parsed.object)
+        #expect(
+            object.keys.sorted() == [
+                "address", "address_source", "attribution", "distance", "id", "kind", "latitude", "likelihood",
+                "longitude", "name",
+            ])
+        #expect(object["name"] == .string("Kafé Ekberg"))
+        #expect(object["address"] == .string("Bulevardi 9,\n00120 Helsinki\t\u{1}"))
+        #expect(object["address_source"] == .string("building"))
+        #expect(object["latitude"] == .number(60.1634))
+        #expect(object["distance"] == .number(12.345678901234))
+    }
+
+    @Test func aRecordReplyIsFramedAsTheJSONValueReply() throws {
+        var parameters = Record()
+        parameters.set("generation", .uint(3))
+        parameters.set("places", .records([cafe, cafe].map { Record.place($0, language: nil) }))
+        let object = try #require(try JSON(parsing: written(parameters)).object)
         for continues in [false, true] {
-            let written = try VarlinkWire.reply(continues: continues, capacity: 16) { output in
-                output.append(contentsOf: #"{"places":"#.utf8)
-                Record.encodeJSON(array: places.map { Record.place($0, language: nil) }, into: &output)
-                output.append(UInt8(ascii: "}"))
-            }
-            #expect(written == (try VarlinkWire.reply(parameters, continues: continues)))
+            let bytes = try VarlinkWire.reply(continues: continues, capacity: 16) { parameters.encodeJSON(into: &$0) }
+            #expect(bytes == (try VarlinkWire.reply(object, continues: continues)))
         }
     }
 }

@@ -210,11 +210,4 @@ extension Record {
         r.set("lastError", status.lastError.map(Value.string))
         return r
     }
-
-    /// The record as a JSON object: what the fleet payloads carry, the varlink keys.
-    var jsonObject: [String: JSON] {
-        var object: [String: JSON] = [:]
-        for (key, value) in fields { object[key] = value.json }
-        return object
-    }
 }

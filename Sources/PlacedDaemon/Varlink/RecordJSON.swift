@@ -1,29 +1,22 @@
 import PlacedJSON
+import PlacedVarlink
 
-// A `Record` as JSON, two ways that give the same bytes: `json`, a `JSON` value to put into a larger
-// message, and `encodeJSON(into:)`, the text written straight into a reply buffer (a Rank reply of
-// 20 places without building 200 dictionary entries first). Doubles that are not finite are null.
-
-extension JSON {
-    /// JSON has no NaN or infinity.
-    static func finite(_ value: Double) -> JSON { value.isFinite ? .number(value) : .null }
-}
+// A `Record` as JSON, written in one place: `encodeJSON(into:)` appends the text straight into a reply
+// buffer (a ranking of 20 places without building 200 dictionary entries first). Every varlink reply
+// and broadcast that carries records is itself a record (`VarlinkCall.reply(_:)`,
+// `VarlinkServer.broadcast(_:to:)` below); the fleet payloads parse these bytes back (`jsonObject`).
+// The text is what `JSON.encode` makes of the same object: compact, keys in `JSON.keyPrecedes` order,
+// numbers as `JSON.encode(number:)` writes them, doubles that are not finite as null.
 
 extension Record {
-    var json: JSON {
-        var object: [String: JSON] = [:]
-        for (key, value) in fields { object[key] = value.json }
-        return .object(object)
-    }
-
-    /// Appends `json.encode(into:)`'s bytes: keys in `JSON.keyPrecedes` order and, as in a dictionary,
+    /// Appends the record as a JSON object: keys in `JSON.keyPrecedes` order and, as in a dictionary,
     /// the last value of a key set twice.
     func encodeJSON(into output: inout [UInt8]) {
         encodeJSON(as: JSONShape(self), into: &output)
     }
 
-    /// Appends `JSON.array(records.map(\.json))`'s bytes. Records with the keys of the one before (the
-    /// places of a ranking) are written in the shape made for it: keys sorted and encoded once.
+    /// Appends the records as a JSON array. Records with the keys of the one before (the places of a
+    /// ranking) are written in the shape made for it: keys sorted and encoded once.
     static func encodeJSON(array records: [Record], into output: inout [UInt8]) {
         output.append(UInt8(ascii: "["))
         var shape: JSONShape?
@@ -82,18 +75,6 @@ private struct JSONShape {
 }
 
 extension Record.Value {
-    var json: JSON {
-        switch self {
-        case let .string(s): .string(s)
-        case let .double(d): .finite(d)
-        case let .int(i): .number(Double(i))
-        case let .uint(u): .number(Double(u))
-        case let .bool(b): .bool(b)
-        case let .record(r): r.json
-        case let .records(rs): .array(rs.map(\.json))
-        }
-    }
-
     func encodeJSON(into output: inout [UInt8]) {
         switch self {
         case let .string(s): JSON.encode(string: s, into: &output)
@@ -111,6 +92,47 @@ extension Record.Value {
             try! JSON.encode(number: number, into: &output)  // only a non-finite number throws
         } else {
             output.append(contentsOf: "null".utf8)
+        }
+    }
+}
+
+extension Record {
+    /// The record as a JSON object, parsed from what `encodeJSON` writes: for the fleet payloads, which
+    /// PlacedFleet merges with its own keys and keeps in its outbox. Rare (a marker, a move of 50 m), so
+    /// the round trip costs nothing that matters and the record still has one encoding.
+    var jsonObject: [String: JSON] {
+        var bytes: [UInt8] = []
+        encodeJSON(into: &bytes)
+        return try! JSON(parsing: bytes).object!  // the writer's own output is a JSON object
+    }
+}
+
+extension VarlinkCall {
+    /// Replies with `parameters` written by `Record.encodeJSON`.
+    @discardableResult
+    func reply(_ parameters: Record, continues: Bool = false) -> Bool {
+        try! reply(continues: continues, capacity: parameters.estimatedJSONSize) { parameters.encodeJSON(into: &$0) }
+    }
+}
+
+extension VarlinkServer {
+    /// Sends `parameters`, written once by `Record.encodeJSON`, as a `continues` reply to `streams`.
+    @discardableResult
+    func broadcast(_ parameters: Record, to streams: [VarlinkCall]) -> Int {
+        try! broadcast(to: streams, capacity: parameters.estimatedJSONSize) { parameters.encodeJSON(into: &$0) }
+    }
+}
+
+extension Record {
+    /// About how many bytes `encodeJSON` writes (a place is about 250), so a reply's buffer is
+    /// allocated once.
+    fileprivate var estimatedJSONSize: Int {
+        fields.reduce(16) { size, field in
+            switch field.value {
+            case .record(let record): size + field.key.utf8.count + record.estimatedJSONSize
+            case .records(let records): size + field.key.utf8.count + records.count * 320
+            default: size + field.key.utf8.count + 24
+            }
         }
     }
 }

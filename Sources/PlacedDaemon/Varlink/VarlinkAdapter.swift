@@ -106,8 +106,8 @@ final class VarlinkAdapter: DaemonSubscriber {
                 let language = try language(of: call)
                 let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
                 var parameters = rankingParameters(ranking, places: true, language: language)
-                if let open = openVisit(language: language) { parameters["visit"] = open }
-                try call.reply(parameters)
+                parameters.set("visit", openVisit(language: language))
+                call.reply(parameters)
             case "Rank":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit", "language"])
                 let language = try language(of: call)
@@ -116,12 +116,9 @@ final class VarlinkAdapter: DaemonSubscriber {
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                // Written straight into the reply: the same bytes as the `JSON` value, a fraction of the work.
-                try call.reply(capacity: 64 + places.count * 320) { output in
-                    output.append(contentsOf: #"{"places":"#.utf8)
-                    Record.encodeJSON(array: places.map { Record.place($0, language: language) }, into: &output)
-                    output.append(UInt8(ascii: "}"))
-                }
+                var parameters = Record()
+                parameters.set("places", .records(places.map { Record.place($0, language: language) }))
+                call.reply(parameters)
             case "Map":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
                 let language = try language(of: call)
@@ -134,7 +131,9 @@ final class VarlinkAdapter: DaemonSubscriber {
             case "Select":
                 try call.rejectUnknownParameters(allowing: ["id"])
                 let marker = try service.select(id: try call.required("id", \.string), by: call.credentials)
-                try call.reply(["marker": Record.marker(marker).json])
+                var parameters = Record()
+                parameters.set("marker", .record(.marker(marker)))
+                call.reply(parameters)
             case "Refresh":
                 try call.rejectUnknownParameters(allowing: [])
                 try service.refresh(by: call.credentials)
@@ -145,20 +144,22 @@ final class VarlinkAdapter: DaemonSubscriber {
                     limit: try call.optional("limit", \.int),
                     before: try call.optional("before", \.int).map(Int64.init),
                     by: call.credentials)
-                try call.reply(["markers": .array(markers.map { Record.marker($0).json })])
+                var parameters = Record()
+                parameters.set("markers", .records(markers.map(Record.marker)))
+                call.reply(parameters)
             case "Status":
                 try call.rejectUnknownParameters(allowing: [])
                 try service.authorize(call.credentials, to: .read, "Status")
-                try call.reply(statusParameters())
+                call.reply(statusParameters())
             case "Watch":
                 try call.rejectUnknownParameters(allowing: ["language"])
                 try call.requireMore()
                 let language = try language(of: call)
                 var first = rankingParameters(
                     try service.current(limit: nil, by: call.credentials), places: true, language: language)
-                if let marker = service.marker { first["marker"] = Record.marker(marker).json }
-                if let open = openVisit(language: language) { first["visit"] = open }
-                try call.reply(first, continues: true)
+                first.set("marker", service.marker.map { .record(.marker($0)) })
+                first.set("visit", openVisit(language: language))
+                call.reply(first, continues: true)
             default:
                 throw VarlinkError.methodNotFound(call.method)
             }
@@ -172,37 +173,37 @@ final class VarlinkAdapter: DaemonSubscriber {
         service.language(asked: try call.optional("language", \.string))
     }
 
-    private func rankingParameters(_ ranking: Ranking?, places: Bool, language: String? = nil) -> [String: JSON] {
-        var parameters: [String: JSON] = [
-            "generation": .number(Double(ranking?.generation ?? 0)),
-            "stale": .bool(ranking?.isStale ?? false),
-        ]
-        if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
+    // A reply's parameters are a record too: one writer for every reply that carries records.
+
+    private func rankingParameters(_ ranking: Ranking?, places: Bool, language: String? = nil) -> Record {
+        var parameters = Record()
+        parameters.set("generation", .uint(ranking?.generation ?? 0))
+        parameters.set("stale", .bool(ranking?.isStale ?? false))
+        parameters.set("location", service.location.map { .record(.location($0, now: service.now)) })
         if places {
-            parameters["places"] = .array((ranking?.places ?? []).map { Record.place($0, language: language).json })
+            parameters.set("places", .records((ranking?.places ?? []).map { Record.place($0, language: language) }))
         }
         return parameters
     }
 
-    private func statusParameters() -> [String: JSON] {
-        var parameters: [String: JSON] = [
-            "source": .string(service.sourceState.rawValue),
-            "generation": .number(Double(service.generation)),
-            "stale": .bool(service.latestRanking?.isStale ?? false),
-            "places": .number(Double(service.placeCount)),
-            "distance_filter": .number(service.distanceFilter),
-        ]
-        if let fix = service.location { parameters["location"] = Record.location(fix, now: service.now).json }
-        if let marker = service.marker { parameters["marker"] = Record.marker(marker).json }
-        if let open = openVisit(language: service.language) { parameters["visit"] = open }
-        if let fleet = fleetStatus?() { parameters["fleet"] = fleet.json }
+    private func statusParameters() -> Record {
+        var parameters = Record()
+        parameters.set("source", .string(service.sourceState.rawValue))
+        parameters.set("generation", .uint(service.generation))
+        parameters.set("stale", .bool(service.latestRanking?.isStale ?? false))
+        parameters.set("places", .int(Int64(service.placeCount)))
+        parameters.set("distance_filter", .double(service.distanceFilter))
+        parameters.set("location", service.location.map { .record(.location($0, now: service.now)) })
+        parameters.set("marker", service.marker.map { .record(.marker($0)) })
+        parameters.set("visit", openVisit(language: service.language))
+        parameters.set("fleet", fleetStatus?().map(Record.Value.record))
         return parameters
     }
 
     /// The open visit's record, with its place so far named for a reader of `language`.
-    private func openVisit(language: String?) -> JSON? {
+    private func openVisit(language: String?) -> Record.Value? {
         service.openVisit.map {
-            Record.visit($0.visit, clock: service.clock, place: $0.place, language: language).json
+            .record(.visit($0.visit, clock: service.clock, place: $0.place, language: language))
         }
     }
 
@@ -230,7 +231,7 @@ final class VarlinkAdapter: DaemonSubscriber {
             broadcastNamed { rankingParameters(ranking, places: true, language: $0) }
         case .markerPlaced(let marker):
             var parameters = rankingParameters(service.latestRanking, places: false)
-            parameters["marker"] = Record.marker(marker).json
+            parameters.set("marker", .record(.marker(marker)))
             broadcast(parameters)
         case .sourceChanged:
             // Watchers learn when the ranking turns stale or fresh without a new generation.
@@ -238,16 +239,17 @@ final class VarlinkAdapter: DaemonSubscriber {
         case let .visitStarted(visit, ranking):
             broadcastNamed { language in
                 var parameters = rankingParameters(service.latestRanking, places: false)
-                parameters["visit"] =
-                    Record.visit(visit, clock: service.clock, ranking: ranking, language: language).json
+                parameters.set(
+                    "visit", .record(.visit(visit, clock: service.clock, ranking: ranking, language: language)))
                 return parameters
             }
         case let .visitEnded(visit, place, selection):
             broadcastNamed { language in
                 var parameters = rankingParameters(service.latestRanking, places: false)
-                parameters["visit"] =
-                    Record.visit(visit, clock: service.clock, place: place, selection: selection, language: language)
-                    .json
+                parameters.set(
+                    "visit",
+                    .record(
+                        .visit(visit, clock: service.clock, place: place, selection: selection, language: language)))
                 return parameters
             }
         case .located, .moved, .distanceFilterChanged:
@@ -255,15 +257,15 @@ final class VarlinkAdapter: DaemonSubscriber {
         }
     }
 
-    private func broadcast(_ parameters: [String: JSON]) {
-        _ = try? server.broadcast(parameters, toStreamsOf: Self.watch)
+    private func broadcast(_ parameters: Record) {
+        server.broadcast(parameters, to: server.openStreams(of: Self.watch))
     }
 
     /// What names places (a ranking, a visit) goes to each watcher with the names in its language:
     /// its Watch's own, else `Language=` as it is now. Watchers are grouped by the name keys their
     /// language tries ("sv_FI.UTF-8" and "sv-fi" alike), and each group's message is built and
     /// encoded once.
-    private func broadcastNamed(_ parameters: (_ language: String?) -> [String: JSON]) {
+    private func broadcastNamed(_ parameters: (_ language: String?) -> Record) {
         var groups: [[String]: (language: String?, streams: [VarlinkCall])] = [:]
         for stream in server.openStreams(of: Self.watch) {
             let language = service.language(asked: stream.parameters["language"]?.string)
@@ -271,7 +273,12 @@ final class VarlinkAdapter: DaemonSubscriber {
             groups[key, default: (language, [])].streams.append(stream)
         }
         for (language, streams) in groups.values {
-            _ = try? server.broadcast(parameters(language), to: streams)
+            server.broadcast(parameters(language), to: streams)
         }
     }
+}
+
+extension JSON {
+    /// An error's number: JSON has no NaN or infinity.
+    fileprivate static func finite(_ value: Double) -> JSON { value.isFinite ? .number(value) : .null }
 }
