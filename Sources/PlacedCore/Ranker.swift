@@ -175,6 +175,7 @@ public struct Ranker: Sendable {
         let beta = model.selectionExponent
 
         var scored: [Scored<Candidates.Element>] = []
+        scored.reserveCapacity(candidates.underestimatedCount)
         for place in candidates {
             // Cheap bound first: most candidates of a radius query are outside R, and an outline is long.
             guard place.lowerBoundDistance(from: projection) <= radius else { continue }
@@ -194,19 +195,25 @@ public struct Ranker: Sendable {
         // A canonical order before summing, so the total (and so every likelihood) does not depend on the
         // order the candidates arrived in; it also brings a place listed twice next to itself.
         scored.sort { $0.score != $1.score ? $0.score > $1.score : $0.candidate.id < $1.candidate.id }
-        var unique: [Scored<Candidates.Element>] = []
-        unique.reserveCapacity(scored.count)
-        // A place listed twice scores the same twice: ids are compared only where scores tie.
-        for s in scored
-        where !(unique.last.map { $0.score == s.score && $0.candidate.id == s.candidate.id } ?? false) {
-            unique.append(s)
+        // A place listed twice scores the same twice: ids are compared only where scores tie. Removed in
+        // place, from the first repeat on (a spatial query lists each once: nothing is moved).
+        func repeats(_ a: Scored<Candidates.Element>, _ b: Scored<Candidates.Element>) -> Bool {
+            a.score == b.score && a.candidate.id == b.candidate.id
+        }
+        if let first = scored.indices.dropFirst().first(where: { repeats(scored[$0 - 1], scored[$0]) }) {
+            var kept = first
+            for index in (first + 1)..<scored.count where !repeats(scored[kept - 1], scored[index]) {
+                scored.swapAt(kept, index)
+                kept += 1
+            }
+            scored.removeSubrange(kept...)
         }
 
         let none = model.noneWeight(speed: fix.speed) / (.pi * radius * radius)
         var total = none
-        for s in unique { total += s.score }
-        for index in unique.indices { unique[index].likelihood = unique[index].score / total }
-        return Scored.List(places: unique, none: none / total, radius: radius)
+        for s in scored { total += s.score }
+        for index in scored.indices { scored[index].likelihood = scored[index].score / total }
+        return Scored.List(places: scored, none: none / total, radius: radius)
     }
 
     /// Applies the picks near the fix to the spatial likelihoods; returns Σ n, the picks' total weight

@@ -162,7 +162,9 @@ public struct FileIdentity: Equatable, Sendable {
 struct MappedCandidate: RankingCandidate {
     unowned(unsafe) let database: PlaceDatabase
     let number: Int
-    let kind: String
+    /// Into `database.kinds`; the string is fetched when the ranker asks, so copying a candidate
+    /// retains nothing.
+    let kindCode: Int
     let area: Double
     let coordinate: Coordinate
     let bounds: BoundingBox?
@@ -206,7 +208,7 @@ struct MappedCandidate: RankingCandidate {
         let code = Int(UInt32(littleEndian: pack[.kind].loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
         self.database = database
         self.number = number
-        kind = code < database.kinds.count ? database.kinds[code] : ""
+        kindCode = code
         self.area = area
         coordinate = database.index.entry(atPosition: number).coordinate
         self.bounds = bounds
@@ -227,6 +229,8 @@ struct MappedCandidate: RankingCandidate {
         if area > 0, let bounds { return Footprint.distanceFromOrigin(to: bounds, in: projection) }
         return projection.distance(to: coordinate)
     }
+
+    var kind: String { kindCode < database.kinds.count ? database.kinds[kindCode] : "" }
 
     var id: String { String(decoding: idBytes, as: UTF8.self) }
 
