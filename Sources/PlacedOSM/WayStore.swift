@@ -45,6 +45,17 @@ struct WayStore {
         return decoded
     }
 
+    /// Packed refs decoded into `decoded` (emptied first, its storage kept).
+    static func decode(_ refs: ProtobufReader, into decoded: inout [Int64]) throws(ProtobufError) {
+        decoded.removeAll(keepingCapacity: true)
+        var reader = refs
+        var ref: Int64 = 0
+        while !reader.isAtEnd {
+            ref &+= try reader.signedVarint()
+            decoded.append(ref)
+        }
+    }
+
     /// First and last ref and ref count of packed refs, without keeping them.
     static func shape(of refs: ProtobufReader) throws(ProtobufError) -> (first: Int64, last: Int64, count: Int) {
         var reader = refs

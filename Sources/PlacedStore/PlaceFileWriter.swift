@@ -118,6 +118,24 @@ public final class PlaceFileWriter: PlaceSink {
 
     private func lacksAddress(_ number: Int) -> Bool { needsAddress[number / 64] & (1 << UInt64(number % 64)) != 0 }
 
+    public func forEachPlaceLackingAddress(_ body: (_ number: Int, _ point: Coordinate) -> Void) {
+        guard failure == nil, count > 0 else { return }
+        do {
+            try pointWriter.flush()
+            let reader = SpillReader(file: points, size: pointWriter.offset)
+            for number in 0..<count {
+                let bytes = try reader.read(16)
+                guard lacksAddress(number) else { continue }
+                let longitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+                let latitude = Double(
+                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                body(number, Coordinate(latitude: latitude, longitude: longitude))
+            }
+        } catch {
+            failure = error
+        }
+    }
+
     /// Gives each place added without an address the one `resolve` finds at its point, in order; written
     /// to a patch file merged in when the places are written.
     public func assignAddresses(_ resolve: (Coordinate) -> (address: String?, source: AddressSource)) {
