@@ -158,44 +158,36 @@ final class AddressSpill {
         if let failure { throw failure }
         guard lacking > 0 else { return }
 
-        // Answers by place number: each file a range of numbers, small enough to sort in memory.
+        // Answers by place number: each file a range of numbers, small enough to sort in memory. The
+        // buckets are resolved on two threads (the import's other core), each with answer files of its own.
         let total = max(sink.count, 1)
         let answerCount = min(max(1, lacking * 64 / max(memoryLimit / 4, 1 << 20) + 1), 128)
-        var answers: [ScratchFile] = []
-        for _ in 0..<answerCount {
-            answers.append(try ScratchFile(in: directory, purpose: "addresses found", bufferBytes: 64 << 10))
+        var answers: [[ScratchFile]] = []
+        for _ in 0..<Self.workers {
+            var files: [ScratchFile] = []
+            for _ in 0..<answerCount {
+                files.append(try ScratchFile(in: directory, purpose: "addresses found", bufferBytes: 64 << 10))
+            }
+            answers.append(files)
         }
-        for bucket in 0..<bucketCount {
-            let placeBytes = try places[bucket].readAll()
-            places[bucket].close()
-            let itemBytes = try buckets[bucket].readAll()
-            buckets[bucket].close()
-            guard !placeBytes.isEmpty else { continue }
-            let book = try Self.book(from: ScratchCursor(itemBytes.bytes, name: buckets[bucket].name))
-            let resolve = book.resolver(referenceLatitude: referenceLatitude)
-            do {
-                var cursor = ScratchCursor(placeBytes.bytes, name: places[bucket].name)
-                while !cursor.isAtEnd {
-                    let number = Int(try cursor.read(UInt32.self))
-                    let point = Coordinate(latitude: try cursor.double(), longitude: try cursor.double())
-                    let (address, source) = resolve(point)
-                    let file = answers[min(answerCount - 1, number * answerCount / total)]
-                    try file.append(UInt32(number))
-                    try file.append(point.latitude.bitPattern)
-                    try file.append(point.longitude.bitPattern)
-                    try file.append(UInt8(AddressSource.allCases.firstIndex(of: source) ?? 0))
-                    try file.append(UInt8(address == nil ? 0 : 1))
-                    try file.append(address ?? "")
+        let buckets = self.buckets
+        let work = (0..<Self.workers).map { worker in
+            BucketWork { [places] () throws(OSMError) in
+                for bucket in stride(from: worker, to: buckets.count, by: Self.workers) {
+                    try Self.resolve(
+                        bucket: buckets[bucket], places: places[bucket], into: answers[worker], total: total,
+                        referenceLatitude: referenceLatitude)
                 }
             }
         }
-        buckets = []
+        try BucketWork.runInParallel(work)
+        self.buckets = []
         places = []
 
-        // Handed over in number order, one answer file at a time.
+        // Handed over in number order, one range at a time (both workers' answers for it merged).
         var file = -1
-        var bytes = ScratchBytes(count: 0)
-        var order: [(number: UInt32, offset: Int)] = []
+        var parts: [ScratchBytes] = []
+        var order: [(number: UInt32, part: Int, offset: Int)] = []
         var next = 0
         var mismatch: String?
         sink.assignAddresses { point in
@@ -205,15 +197,17 @@ final class AddressSpill {
                     guard file < answerCount else {
                         throw .scratch(path: directory, operation: "read", reason: "more places than answers")
                     }
-                    bytes = try answers[file].readAll()
-                    answers[file].close()
+                    parts = []
                     order = []
                     next = 0
-                    do {
-                        var cursor = ScratchCursor(bytes.bytes, name: answers[file].name)
+                    for worker in 0..<Self.workers {
+                        let bytes = try answers[worker][file].readAll()
+                        answers[worker][file].close()
+                        parts.append(bytes)
+                        var cursor = ScratchCursor(bytes.bytes, name: answers[worker][file].name)
                         while !cursor.isAtEnd {
                             let start = cursor.offset
-                            order.append((try cursor.read(UInt32.self), start))
+                            order.append((try cursor.read(UInt32.self), worker, start))
                             _ = try cursor.read(UInt64.self)
                             _ = try cursor.read(UInt64.self)
                             _ = try cursor.read(UInt16.self)
@@ -224,26 +218,51 @@ final class AddressSpill {
                 }
                 let entry = order[next]
                 next += 1
-                do {
-                    var cursor = ScratchCursor(
-                        UnsafeRawBufferPointer(rebasing: bytes.bytes[entry.offset...]), name: answers[file].name)
-                    _ = try cursor.read(UInt32.self)
-                    let answered = Coordinate(latitude: try cursor.double(), longitude: try cursor.double())
-                    if answered != point && mismatch == nil {
-                        mismatch = "place \(entry.number) is at \(point), its answer at \(answered)"
-                    }
-                    let source = AddressSource.allCases[
-                        min(Int(try cursor.read(UInt8.self)), AddressSource.allCases.count - 1)]
-                    let hasAddress = try cursor.read(UInt8.self) != 0
-                    let address = try cursor.string()
-                    return (hasAddress ? address : nil, source)
+                let bytes = parts[entry.part].bytes
+                var cursor = ScratchCursor(UnsafeRawBufferPointer(rebasing: bytes[entry.offset...]), name: directory)
+                _ = try cursor.read(UInt32.self)
+                let answered = Coordinate(latitude: try cursor.double(), longitude: try cursor.double())
+                if answered != point && mismatch == nil {
+                    mismatch = "place \(entry.number) is at \(point), its answer at \(answered)"
                 }
+                let code = min(Int(try cursor.read(UInt8.self)), AddressSource.allCases.count - 1)
+                let hasAddress = try cursor.read(UInt8.self) != 0
+                let address = try cursor.string()
+                return (hasAddress ? address : nil, AddressSource.allCases[code])
             } catch {
                 if mismatch == nil { mismatch = "\(error)" }
                 return (nil, .none)
             }
         }
         if let mismatch { throw .scratch(path: directory, operation: "match the addresses found to", reason: mismatch) }
+    }
+
+    static let workers = 2
+
+    /// One bucket: its items made into a book, its places resolved, the answers filed by number range.
+    private static func resolve(
+        bucket: ScratchFile, places: ScratchFile, into answers: [ScratchFile], total: Int, referenceLatitude: Double
+    ) throws(OSMError) {
+        let placeBytes = try places.readAll()
+        places.close()
+        let itemBytes = try bucket.readAll()
+        bucket.close()
+        guard !placeBytes.isEmpty else { return }
+        let book = try Self.book(from: ScratchCursor(itemBytes.bytes, name: bucket.name))
+        let resolve = book.resolver(referenceLatitude: referenceLatitude)
+        var cursor = ScratchCursor(placeBytes.bytes, name: places.name)
+        while !cursor.isAtEnd {
+            let number = Int(try cursor.read(UInt32.self))
+            let point = Coordinate(latitude: try cursor.double(), longitude: try cursor.double())
+            let (address, source) = resolve(point)
+            let file = answers[min(answers.count - 1, number * answers.count / total)]
+            try file.append(UInt32(number))
+            try file.append(point.latitude.bitPattern)
+            try file.append(point.longitude.bitPattern)
+            try file.append(UInt8(AddressSource.allCases.firstIndex(of: source) ?? 0))
+            try file.append(UInt8(address == nil ? 0 : 1))
+            try file.append(address ?? "")
+        }
     }
 
     /// An `AddressBook` of one bucket's items, added in the order they came.
@@ -283,5 +302,43 @@ final class AddressSpill {
             }
         }
         return book
+    }
+}
+
+/// Work run on a thread of its own (POSIX threads: PlacedOSM uses neither Foundation nor Dispatch);
+/// each piece touches only files and values of its own.
+final class BucketWork: @unchecked Sendable {
+    let body: () throws(OSMError) -> Void
+    var failure: OSMError?
+
+    init(_ body: @escaping () throws(OSMError) -> Void) { self.body = body }
+
+    func run() {
+        do { try body() } catch { failure = error }
+    }
+
+    /// Runs the first piece on this thread and the others on threads of their own; throws the first failure.
+    static func runInParallel(_ pieces: [BucketWork]) throws(OSMError) {
+        var threads: [pthread_t] = []
+        for piece in pieces.dropFirst() {
+            var thread = pthread_t()
+            let context = Unmanaged.passRetained(piece).toOpaque()
+            let started = pthread_create(
+                &thread, nil,
+                { context in
+                    let piece = Unmanaged<BucketWork>.fromOpaque(context!).takeRetainedValue()
+                    piece.run()
+                    return nil
+                }, context)
+            if started == 0 {
+                threads.append(thread)
+            } else {
+                Unmanaged<BucketWork>.fromOpaque(context).release()
+                piece.run()  // no thread to be had: here, after the others
+            }
+        }
+        pieces.first?.run()
+        for thread in threads { pthread_join(thread, nil) }
+        if let failure = pieces.lazy.compactMap(\.failure).first { throw failure }
     }
 }

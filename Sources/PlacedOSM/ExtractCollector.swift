@@ -1,5 +1,9 @@
 import PlacedCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Gathers places, the map layer and the addresses places may borrow while blocks are decoded.
 /// Node places are complete at once; ways and relations wait for `finish()`, when every node
 /// location and way is known, because a file need not list nodes first and relations come last.
@@ -238,6 +242,8 @@ struct ExtractCollector {
         if let addressSpill {
             try addressSpill.assign(to: sink, referenceLatitude: firstLatitude ?? 0, memoryLimit: memoryLimit)
             self.addressSpill = nil
+            // The buckets' books are freed: their pages go back to the system before the places are sorted.
+            _ = releaseFreedHeap(0)
         } else {
             addresses.assign(to: sink, referenceLatitude: firstLatitude ?? 0)
         }
@@ -376,3 +382,7 @@ extension MapFeature.Geometry {
         return nil
     }
 }
+
+/// glibc's malloc_trim (malloc.h, which Glibc's module does not bring in): hands freed heap pages back.
+@_silgen_name("malloc_trim")
+private func releaseFreedHeap(_ pad: Int) -> Int32
