@@ -197,7 +197,7 @@ public struct OSMStatistics: Sendable, Equatable {
 public enum ImportPasses: Sendable, Equatable {
     case one
     case two
-    /// One read when its memory (about `bytesPerFileByte` × the file) stays under the limit, else two passes.
+    /// One read when its memory (about `bytesPerFileByte` × the file) stays under the limit, else from disk.
     case automatic(memoryLimit: Int)
 
     /// 512 MiB: a country extract of a few hundred MB is read in two passes.
