@@ -29,8 +29,8 @@ enum ImportCommand: Command {
             database and the addresses to temporary files by area, so memory is bounded by the limit
             rather than by the file. It is read twice (nodes and ways, then the multipolygons' member
             ways) and must be sorted by type, then id, as 'osmium sort' and OpenStreetMap's extracts
-            write it; the progress bar names the pass. Free disk space of about 15 bytes a node is
-            needed while it runs.
+            write it; the progress bar names the pass. Its temporary files need free disk beside
+            the database: 12 bytes a node for the locations, and the addresses and places.
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
         options: [
