@@ -27,7 +27,7 @@ enum ImportCommand: Command {
             A file that would not fit in --memory-limit (default 512M; K, M, G suffixes) read in
             memory is imported from disk: every node's location goes to a temporary file beside the
             database and the addresses to temporary files by area, so memory is bounded by the limit
-            rather than by the file. It is read twice (nodes and ways, then the multipolygons' member
+            and 20 bytes a place (the places' final sort), not by the nodes. It is read twice (nodes and ways, then the multipolygons' member
             ways) and must be sorted by type, then id, as 'osmium sort' and OpenStreetMap's extracts
             write it; the progress bar names the pass. Its temporary files need free disk beside
             the database: 12 bytes a node for the locations, and the addresses and places.
