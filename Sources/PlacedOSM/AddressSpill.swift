@@ -96,9 +96,13 @@ final class AddressSpill {
     private func write(_ box: BoundingBox, margin: Double, _ body: (ScratchFile) throws(OSMError) -> Void) {
         guard failure == nil else { return }
         seenBuckets.removeAll(keepingCapacity: true)
-        Self.forEachTile(of: box, margin: margin) { tile in
-            let bucket = self.bucket(of: tile)
-            if !seenBuckets.contains(bucket) { seenBuckets.append(bucket) }
+        if Self.tileCount(of: box, margin: margin) > 16 * bucketCount {
+            seenBuckets.append(contentsOf: 0..<bucketCount)  // a vast item (a long street): every bucket
+        } else {
+            Self.forEachTile(of: box, margin: margin) { tile in
+                let bucket = self.bucket(of: tile)
+                if !seenBuckets.contains(bucket) { seenBuckets.append(bucket) }
+            }
         }
         do {
             for bucket in seenBuckets { try body(buckets[bucket]) }
@@ -111,7 +115,10 @@ final class AddressSpill {
         (Int((point.latitude / tileDegrees).rounded(.down)), Int((point.longitude / tileDegrees).rounded(.down)))
     }
 
-    private static func forEachTile(of box: BoundingBox, margin: Double, _ body: ((row: Int, column: Int)) -> Void) {
+    /// The first and last tile of `box` widened by `margin` metres.
+    private static func tileRange(of box: BoundingBox, margin: Double) -> (
+        low: (row: Int, column: Int), high: (row: Int, column: Int)
+    ) {
         let latitudeMargin = margin / 110_000
         let poleward = min(89.9, max(abs(box.minLatitude), abs(box.maxLatitude)) + latitudeMargin)
         let longitudeMargin = margin / max(111_320 * cos(poleward * .pi / 180), 1)
@@ -119,6 +126,16 @@ final class AddressSpill {
             of: Coordinate(latitude: box.minLatitude - latitudeMargin, longitude: box.minLongitude - longitudeMargin))
         let high = tile(
             of: Coordinate(latitude: box.maxLatitude + latitudeMargin, longitude: box.maxLongitude + longitudeMargin))
+        return (low, high)
+    }
+
+    private static func tileCount(of box: BoundingBox, margin: Double) -> Int {
+        let (low, high) = tileRange(of: box, margin: margin)
+        return (high.row - low.row + 1) * (high.column - low.column + 1)
+    }
+
+    private static func forEachTile(of box: BoundingBox, margin: Double, _ body: ((row: Int, column: Int)) -> Void) {
+        let (low, high) = tileRange(of: box, margin: margin)
         for row in low.row...high.row {
             for column in low.column...high.column { body((row, column)) }
         }

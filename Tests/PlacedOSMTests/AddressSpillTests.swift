@@ -41,6 +41,10 @@ struct AddressSpillTests {
                 spill.addStreet(name: "Street \(i % 23)", lines: [line])
             }
         }
+        // A street 220 km long: filed in every bucket rather than tile by tile.
+        let long = [Coordinate(latitude: 59.0, longitude: 24.2), Coordinate(latitude: 61.0, longitude: 24.21)]
+        book.addStreet(name: "Highway", lines: [long])
+        spill.addStreet(name: "Highway", lines: [long])
         let inMemory = PlaceList()
         let onDisk = PlaceList()
         for i in 0..<4_000 {
