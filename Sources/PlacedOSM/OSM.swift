@@ -55,6 +55,15 @@ public enum OSM {
         var collector = ExtractCollector(includesMapLayer: mapLayer, sink: sink)
         let twoPass = passes.readsTwice(fileBytes: reader.totalBytes)
         let passCount = twoPass ? 2 : 1
+        /// The disk-backed locations' failure after a block, an order broken named with the extract's path.
+        func check() throws(OSMError) {
+            do {
+                try collector.checkNodes()
+            } catch {
+                if case .unsorted(_, let detail) = error { throw .unsorted(path: path, detail: detail) }
+                throw error
+            }
+        }
         /// One read: every block, recording each one's offset, size and kinds; or only `blocks`.
         func read(_ pass: Int, _ name: String, blocks: [Block]?) throws(OSMError) -> [Block] {
             var seen: [Block] = []
@@ -74,7 +83,7 @@ public enum OSM {
                     } catch {
                         throw .corruptBlob(path: path, offset: block.offset, reason: error.reason)
                     }
-                    try collector.checkNodes()
+                    try check()
                     done += block.size
                     report()
                 }
@@ -86,7 +95,7 @@ public enum OSM {
                 } catch {
                     throw .corruptBlob(path: path, offset: offset, reason: error.reason)
                 }
-                try collector.checkNodes()
+                try check()
                 seen.append(Block(offset: offset, size: reader.bytesRead - offset, kinds: decoder.kinds))
                 done = reader.bytesRead
                 report()

@@ -89,11 +89,8 @@ struct TwoPassImportTests {
             w1 v1 Tbuilding=yes,name=House Nn1,n2,n1
             """
         let path = try Fixtures.pbf(fromOPL: opl + "\n", in: directory)
-        #expect(throws: OSMError.self) { try OSM.extractPlaces(path: path, passes: .two) }
-        do {
-            _ = try OSM.extractPlaces(path: path, passes: .two)
-        } catch {
-            #expect("\(error)".contains("not sorted") && "\(error)".contains("node 1 comes after node 2"))
+        #expect(throws: OSMError.unsorted(path: path, detail: "node 1 comes after node 2")) {
+            try OSM.extractPlaces(path: path, passes: .two)
         }
         // One read in memory sorts what it holds.
         #expect(try OSM.extractPlaces(path: path, passes: .one).places.map(\.name) == ["House"])
