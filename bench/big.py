@@ -201,13 +201,13 @@ def daemon_part(files, placed, rounds=3):
         for round in range(rounds):
             drive = points if round == rounds - 1 else []
             starts.append(daemon_run(db, placed, centre, drive))
-        ready, ranked, start_rss, drive_rss, peak, times = starts[-1]
+        ready, ranked, start_rss, drive_rss, peak, times, _ = starts[-1]
         ready_ms = sorted(r[0] for r in starts)[rounds // 2]
         ranked_ms = sorted(r[1] for r in starts)[rounds // 2]
         print("%-22s %9.1f %10.1f   %6.1f (%5.1f / %5.1f)       %6.1f (%5.1f / %5.1f)     %6.1f   %8.0f   (%d Rank"
-              " calls; starts %s ms; %s)" % (
+              " calls; starts %s ms, %s disk reads (major faults) to the first ranking; %s)" % (
                   db.name, ready_ms, ranked_ms, *start_rss, *drive_rss, peak, percentile(times, 50), len(points),
-                  " ".join("%.1f" % r[1] for r in starts), load()), flush=True)
+                  " ".join("%.1f" % r[1] for r in starts), " ".join("%d" % r[6] for r in starts), load()), flush=True)
 
 
 def daemon_run(db, placed, centre, drive):
@@ -239,6 +239,7 @@ def daemon_run(db, placed, centre, drive):
                 pass
             ranked = (time.monotonic() - started) * 1000
             start_rss = memory(proc.pid)
+            reads = major_faults(proc.pid)
             times = []
             for lat, lon in drive:
                 t = time.monotonic()
@@ -251,7 +252,12 @@ def daemon_run(db, placed, centre, drive):
             proc.terminate()
             proc.wait(timeout=30)
             notify.close()
-    return ready, ranked, start_rss, drive_rss, peak, times or [0.0]
+    return ready, ranked, start_rss, drive_rss, peak, times or [0.0], reads
+
+
+def major_faults(pid):
+    """Page faults of a process that had to read the disk (/proc/PID/stat majflt)."""
+    return int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[9])
 
 
 def index_part(files, bench):
