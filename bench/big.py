@@ -215,6 +215,9 @@ def daemon_run(db, placed, centre, drive):
     client reads, RSS then, and after `drive` (a Rank at each point) RSS, peak RSS and the calls' times."""
     with tempfile.TemporaryDirectory(prefix="placed-big-") as tmp:
         work = pathlib.Path(tmp)
+        # Dirty pages of an earlier import written back first: a cold start reads the disk, not behind
+        # gigabytes of someone else's writeback (the first start after an import took 3x the others).
+        os.sync()
         evict(db)
         notify_path = work / "notify"
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -267,6 +270,7 @@ def index_part(files, bench):
         if not db.exists():
             print("(%s: no places file; run the import part first)" % db)
             continue
+        os.sync()  # as the daemon part: cold reads not queued behind an earlier import's writeback
         out = subprocess.run([bench, "index", "--places-file", str(db), "--queries", "10000"], capture_output=True,
                              text=True)
         print(out.stdout + out.stderr, end="", flush=True)
