@@ -21,13 +21,16 @@ without --build, a missing one is skipped and named. Figures carry the load aver
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
 """
 import argparse
+import ctypes
 import json
 import math
+import mmap
 import os
 import pathlib
 import random
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -92,6 +95,49 @@ def evict(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+PACK_SECTIONS = ["index", "area", "reach", "kind", "recordStarts", "records", "kinds", "areas"]
+
+
+def pack_regions(path):
+    """(name, offset, length) of the places file's SQLite part and of the pack's header and sections
+    (PlacePack's layout: a trailer finds the pack, whose header lists the sections)."""
+    with open(path, "rb") as f:
+        f.seek(-32, 2)
+        trailer = f.read(32)
+        if trailer[:8] != b"PLACEEND":
+            return [("file", 0, os.path.getsize(path))]
+        pack, _ = struct.unpack("<QQ", trailer[8:24])
+        f.seek(pack)
+        header = f.read(4096)
+    regions = [("sqlite", 0, pack), ("header", pack, 4096)]
+    for i in range(struct.unpack("<I", header[40:44])[0]):
+        offset, length = struct.unpack("<QQ", header[48 + 16 * i:64 + 16 * i])
+        regions.append((PACK_SECTIONS[i] if i < len(PACK_SECTIONS) else "section %d" % i, pack + offset, length))
+    return regions
+
+
+def cached_pages(path):
+    """Pages of `path` in the page cache (mincore over a mapping of it), per region of the file: after the
+    file was evicted, the pages a start read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    os.close(fd)
+    vector = ctypes.create_string_buffer((size + 4095) // 4096)
+    failed = libc.mincore(address, size, vector)
+    libc.munmap(address, size)
+    if failed:
+        return []
+    pages = vector.raw
+    return [(name, sum(b & 1 for b in pages[start // 4096:(start + length + 4095) // 4096]))
+            for name, start, length in pack_regions(path)]
 
 
 def free_gb():
@@ -207,7 +253,9 @@ def daemon_part(files, placed, rounds=3):
         print("%-22s %9.1f %10.1f   %6.1f (%5.1f / %5.1f)       %6.1f (%5.1f / %5.1f)     %6.1f   %8.0f   (%d Rank"
               " calls; starts %s ms, %s disk reads (major faults) to the first ranking; %s)" % (
                   db.name, ready_ms, ranked_ms, *start_rss, *drive_rss, peak, percentile(times, 50), len(points),
-                  " ".join("%.1f" % r[1] for r in starts), " ".join("%d" % r[6] for r in starts), load()), flush=True)
+                  " ".join("%.1f" % r[1] for r in starts), " ".join("%d" % r[6][0] for r in starts), load()), flush=True)
+        print("  pages of the file read to the first ranking (mincore after each cold start): %s" % "; ".join(
+            ", ".join("%s %d" % region for region in r[6][1] if region[1]) for r in starts), flush=True)
 
 
 def daemon_run(db, placed, centre, drive):
@@ -242,7 +290,7 @@ def daemon_run(db, placed, centre, drive):
                 pass
             ranked = (time.monotonic() - started) * 1000
             start_rss = memory(proc.pid)
-            reads = major_faults(proc.pid)
+            reads = major_faults(proc.pid), cached_pages(db)
             times = []
             for lat, lon in drive:
                 t = time.monotonic()
