@@ -19,6 +19,7 @@ The files are large (a 30 M extract is about 2 GB, its places file about 6 GB) a
 without --build, a missing one is skipped and named. Figures carry the load average (uptime).
 
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
+                    [--no-references]
 """
 import argparse
 import ctypes
@@ -161,13 +162,18 @@ def extract(shape, size, build, bench):
     return path
 
 
-def import_part(files, placectl):
+def import_part(files, placectl, references=True):
     print("\nimport (--no-map), best of 1 run each, %s" % load())
     print("file                        placectl s  peak MB   osmium export s  peak MB   tags-filter+export s  peak MB"
           "   ratio (osmium/placectl)")
     for shape, size, pbf in files:
         db = DATA / ("%s-%s.db" % (shape, size))
         ours, ours_rss = timed([placectl, "import", pbf, "--db", db, "--no-map"])
+        if not references:
+            print("%-26s %10.1f %8.0f   (osmium not run: --no-references)  (%s)" % (pbf.name, ours, ours_rss, load()),
+                  flush=True)
+            print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
+            continue
         exported, exported_rss = timed(["sh", "-c", 'osmium export "$0" -f geojsonseq -o - > /dev/null', pbf])
         filtered = DATA / "filtered.osm.pbf"
         t1, r1 = timed(["osmium", "tags-filter", pbf, *["nwr/" + k for k in KEYS], "-o", filtered, "--overwrite"])
@@ -439,6 +445,8 @@ def main():
     parser.add_argument("--sizes", default="10M,30M")
     parser.add_argument("--shapes", default="city,countryside")
     parser.add_argument("--parts", default="import,daemon,index,rank")
+    parser.add_argument("--no-references", action="store_true",
+                        help="import part: placectl alone, without the osmium runs beside it (half the time)")
     args = parser.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     placed, placectl, bench = (str(bin_path("release", n)) for n in ("placed", "placectl", "placed-bench"))
@@ -458,7 +466,7 @@ def main():
                 print("importing %s into %s (once)..." % (pbf.name, db.name), flush=True)
                 subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
     if "import" in parts:
-        import_part(files, placectl)
+        import_part(files, placectl, references=not args.no_references)
     if "daemon" in parts:
         daemon_part(files, placed)
     if "index" in parts:
