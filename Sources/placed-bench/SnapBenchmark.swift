@@ -80,8 +80,10 @@ func snapBenchmark(_ arguments: [String]) throws {
 
     print("\nranking time per fix (candidate query + rank, limit 5), \(options.timedFixes) fixes")
     print("  p50, p99: the first round over the fixes (each page of the mapping touched for the first time);")
-    print("  2nd: the same fixes a second time; faults: minor page faults per fix (getrusage)")
-    print("places      accuracy  candidates  listed  p50 us   p99 us   2nd p50  2nd p99  faults   2nd faults")
+    print("  2nd: the same fixes a second time; faults, reads: minor and major (disk) page faults per fix (getrusage)")
+    print(
+        "places      accuracy  candidates  listed  p50 us   p99 us   2nd p50  2nd p99  faults   2nd faults reads    2nd reads"
+    )
     try timeRanking(
         places: places, catalog: catalog.catalog, ranker: ranker, label: "\(places.count)", options: options)
     let million = tiled(places, toAtLeast: 1_000_000)
@@ -409,10 +411,10 @@ func timeRanking(places: [Place], catalog: PlaceCatalog, ranker: Ranker, label: 
         // (a minor fault each, the file being in the page cache), the second finds them mapped.
         var candidates = 0
         var listed = 0
-        func round() throws -> (times: Percentiles, faults: Double) {
+        func round() throws -> (times: Percentiles, faults: Double, reads: Double) {
             var microseconds: [Double] = []
             microseconds.reserveCapacity(fixes.count)
-            let faultsBefore = minorFaults()
+            let faultsBefore = pageFaults()
             for fix in fixes {
                 let start = BenchClock.now()
                 let ranking = try catalog.rank(
@@ -420,7 +422,12 @@ func timeRanking(places: [Place], catalog: PlaceCatalog, ranker: Ranker, label: 
                 microseconds.append(BenchClock.microseconds(since: start))
                 listed += ranking.places.count
             }
-            return (Percentiles(microseconds), Double(minorFaults() - faultsBefore) / Double(fixes.count))
+            let faults = pageFaults()
+            let perFix = { (count: Int) in Double(count) / Double(fixes.count) }
+            return (
+                Percentiles(microseconds), perFix(faults.minor - faultsBefore.minor),
+                perFix(faults.major - faultsBefore.major)
+            )
         }
         let first = try round()
         let second = try round()
@@ -434,16 +441,18 @@ func timeRanking(places: [Place], catalog: PlaceCatalog, ranker: Ranker, label: 
                 + "\(pad(meanListed.formatted(decimals: 1), 8))\(pad(first.times.p50.formatted(decimals: 1), 9))"
                 + "\(pad(first.times.p99.formatted(decimals: 1), 9))\(pad(second.times.p50.formatted(decimals: 1), 9))"
                 + "\(pad(second.times.p99.formatted(decimals: 1), 9))\(pad(first.faults.formatted(decimals: 2), 9))"
-                + second.faults.formatted(decimals: 2)
+                + "\(pad(second.faults.formatted(decimals: 2), 11))\(pad(first.reads.formatted(decimals: 2), 9))"
+                + second.reads.formatted(decimals: 2)
         )
     }
 }
 
-/// Minor page faults of this process so far (getrusage): a mapped page's first touch is one.
-func minorFaults() -> Int {
+/// Page faults of this process so far (getrusage): minor, a mapped page's first touch with the page in
+/// the page cache; major, one that read the disk (the places file's writer evicts what it wrote).
+func pageFaults() -> (minor: Int, major: Int) {
     var usage = rusage()
     getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    return usage.ru_minflt
+    return (usage.ru_minflt, usage.ru_majflt)
 }
 
 /// Copies of the extract laid side by side (each shifted by the extract's extent, ids made unique)
