@@ -108,7 +108,9 @@ let package = Package(
         .testTarget(name: "PlacedWebTests", dependencies: ["PlacedWeb", "PlacedJSON"]),
         .testTarget(
             name: "PlacedDaemonTests",
-            dependencies: ["PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedTestSupport"]),
+            dependencies: [
+                "PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedVarlink", "PlacedTestSupport",
+            ]),
         .testTarget(
             name: "PlacectlTests",
             dependencies: [

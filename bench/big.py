@@ -13,13 +13,15 @@ density at 10 M and 30 M places (about 100 M and 300 M nodes), kept in $PLACED_B
   index    placed-bench index on the file: within-250 m and ranking p50, cold and warm, beside SQLite's
            R*Tree on the same points
   rank     Rank round trip from a compiled client (bench/rank-client.c) over 1 M places at city density
-           beside PostGIS KNN top-20 through pgbench on the same places, and strace's count per call
+           beside PostGIS KNN top-20 through pgbench on the same places, and strace's count per call;
+           beside the floor (bench/rank-floor.c: a server that answers with a fixed reply of the same
+           size) and, with --rank-baseline BINARY, another placed build, all measured in turns
 
 The files are large (a 30 M extract is about 2 GB, its places file about 6 GB) and take minutes to make:
 without --build, a missing one is skipped and named. Figures carry the load average (uptime).
 
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
-                    [--no-references]
+                    [--no-references] [--rank-baseline PLACED]
 """
 import argparse
 import ctypes
@@ -330,7 +332,7 @@ def index_part(files, bench):
         print(out.stdout + out.stderr, end="", flush=True)
 
 
-def rank_part(bench, placectl, placed, build):
+def rank_part(bench, placectl, placed, build, baseline=None):
     """Rank (limit 20) round trips over 1 M city places: the C client, then PostGIS through pgbench."""
     print("\nrank: Rank round trip over 1 M places at city density beside PostGIS KNN top-20, %s" % load())
     pbf = extract("city", "1M", build, bench)
@@ -339,8 +341,9 @@ def rank_part(bench, placectl, placed, build):
     db = DATA / "city-1M.db"
     if not db.exists() or db.stat().st_mtime < pbf.stat().st_mtime:
         subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
-    client = DATA / "rank-client"
+    client, floor = DATA / "rank-client", DATA / "rank-floor"
     subprocess.run(["cc", "-O2", "-o", client, ROOT / "bench" / "rank-client.c"], check=True)
+    subprocess.run(["cc", "-O2", "-o", floor, ROOT / "bench" / "rank-floor.c"], check=True)
     blocks = int(SIZES["1M"] / PLACES_PER_BLOCK + 1)
     side = int(blocks ** 0.5 + 1) * BLOCK["city"]
     lat0, lon0 = ORIGIN
@@ -349,47 +352,101 @@ def rank_part(bench, placectl, placed, build):
     lon1 = lon0 + side / (111_320 * math.cos(math.radians((lat0 + lat1) / 2)))
     rng = random.Random(19)
     positions = [(rng.uniform(lat0, lat1), rng.uniform(lon0, lon1)) for _ in range(20_000)]
+    # The servers, each on its own socket, measured in turns (ROUNDS rounds of 20,000 calls after a
+    # warm-up) so that the machine's drift between minutes falls on all of them alike; each row shows
+    # its best round and all of them. The floor: the same client against a server that only reads each
+    # request and writes a fixed reply of the size of placed's (4,958 bytes), blocking and from an epoll
+    # loop. A baseline placed binary (--rank-baseline) runs beside for before/after figures.
+    servers = [("floor blocking", None), ("floor epoll", None), ("placed", placed)]
+    if baseline:
+        servers.append(("placed baseline", baseline))
+    results = {name: [] for name, _ in servers}
+    syscalls = {}
     with tempfile.TemporaryDirectory(prefix="placed-rank-") as tmp:
         work = pathlib.Path(tmp)
         (work / "positions").write_text("".join("%.7f %.7f\n" % p for p in positions))
-        proc = subprocess.Popen(
-            [placed, "--bus", "none", "--static", "%.6f,%.6f,10" % positions[0], "--db", db,
-             "--selections", work / "selections.db", "--socket", work / "sock", "--log-level", "warning"],
-            stderr=subprocess.DEVNULL)
+        procs = {}
         try:
-            for _ in range(100):
-                if (work / "sock").exists():
+            for number, (name, binary) in enumerate(servers):
+                sock = work / ("sock%d" % number)
+                if binary is None:
+                    procs[name] = (subprocess.Popen([floor, name.split()[1], sock, "4958"], stdout=subprocess.DEVNULL), sock)
+                else:
+                    procs[name] = (subprocess.Popen(
+                        [binary, "--bus", "none", "--static", "%.6f,%.6f,10" % positions[0], "--db", db,
+                         "--selections", work / ("selections%d.db" % number), "--socket", sock, "--log-level",
+                         "warning"], stderr=subprocess.DEVNULL), sock)
+            for _ in range(200):
+                if all(sock.exists() for _, sock in procs.values()):
                     break
                 time.sleep(0.05)
             time.sleep(0.2)
-            subprocess.run([client, work / "sock", work / "positions", "20000"], check=True, capture_output=True)
-            cpu0 = cpu_seconds(proc.pid)
-            ours = subprocess.run([client, work / "sock", work / "positions", "20000"], check=True,
-                                  capture_output=True, text=True).stdout.strip()
-            ours += ", daemon CPU %.1f us per call" % ((cpu_seconds(proc.pid) - cpu0) / 20000 * 1e6)
-            trace = work / "strace"
-            tracer = subprocess.Popen(["strace", "-c", "-f", "-o", trace, "-p", str(proc.pid)],
-                                      stderr=subprocess.DEVNULL)
-            time.sleep(1)
-            subprocess.run([client, work / "sock", work / "positions", "2000"], check=True, capture_output=True)
-            time.sleep(0.3)
-            tracer.terminate()
-            tracer.wait()
-            counts = {}
-            for line in trace.read_text().splitlines():
-                parts = line.split()
-                if len(parts) >= 5 and parts[-1] not in ("syscall", "total") and parts[0][0].isdigit():
-                    counts[parts[-1]] = int(parts[3]) if len(parts) >= 6 else int(parts[3])
+            for name, (proc, sock) in procs.items():
+                subprocess.run([client, sock, work / "positions", "20000"], check=True, capture_output=True)
+            for _ in range(ROUNDS):
+                for name, (proc, sock) in procs.items():
+                    results[name].append(round_trips(client, sock, work / "positions", proc.pid))
+            for name, (proc, sock) in procs.items():
+                syscalls[name] = per_call_syscalls(proc.pid, [client, sock, work / "positions", "2000"], 2000,
+                                                   work / "strace")
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-    print("placed Rank (C client, 1 call in flight): %s" % ours)
-    per_call = {name: count / 2000 for name, count in counts.items()}
-    print("strace -c over 2,000 Rank calls, per call: %s (total %.2f)" % (
-        ", ".join("%s %.2f" % kv for kv in sorted(per_call.items(), key=lambda kv: -kv[1])), sum(per_call.values())))
+            for proc, _ in procs.values():
+                proc.terminate()
+                proc.wait(timeout=30)
+    for name, _ in servers:
+        best = min(results[name], key=lambda r: r[0])
+        rounds = "best of %d rounds; means %s us" % (ROUNDS, " / ".join("%.1f" % r[0] for r in results[name]))
+        if name.startswith("floor"):
+            print("%s (trivial C server, fixed 4,958-byte reply): %s; %s; system calls per call: %s" % (
+                name, best[1], rounds, syscalls[name][0]))
+        else:
+            label = "placed Rank" if name == "placed" else "baseline placed Rank (%s)" % baseline
+            print("%s (C client, 1 call in flight): %s; %s" % (label, best[1], rounds))
+            print("strace -c over 2,000 %s calls, per call: %s (total %.2f)" % (
+                "Rank" if name == "placed" else "baseline Rank", *syscalls[name]))
     postgis = postgis_knn(db, work_dir=DATA / "pg")
     if postgis:
         print("PostGIS KNN top-20 (pgbench, 1 client, Unix socket): %s" % postgis)
+    print("rank part done, %s" % load())
+
+
+ROUNDS = 3
+
+
+def round_trips(client, sock, positions, server_pid, calls=20_000):
+    """(mean µs, the client's figures) for `calls` round trips, with the server's CPU per call (on-CPU
+    nanoseconds of all its threads, /proc/PID/task/*/schedstat) and the kernel's share of it (ticks)."""
+    def cpu_ns():
+        return sum(int(open(t / "schedstat").read().split()[0]) for t in pathlib.Path("/proc/%d/task" % server_pid).iterdir())
+
+    def ticks():
+        fields = open("/proc/%d/stat" % server_pid).read().rsplit(")", 1)[1].split()
+        return int(fields[11]), int(fields[12])
+
+    cpu0, (user0, system0) = cpu_ns(), ticks()
+    out = subprocess.run([client, sock, positions, str(calls)], check=True, capture_output=True, text=True).stdout.strip()
+    (user1, system1) = ticks()
+    share = (system1 - system0) / max(1, user1 - user0 + system1 - system0)
+    mean = float(out.split(" mean ")[1].split()[0])
+    return mean, "%s, daemon CPU %.1f us per call (%.0f %% kernel)" % (out, (cpu_ns() - cpu0) / calls / 1e3, share * 100)
+
+
+def per_call_syscalls(pid, client_argv, calls, trace):
+    """strace -c of process `pid` while `client_argv` makes `calls` calls: ("name n, ...", total) per call."""
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", trace, "-p", str(pid)], stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    subprocess.run(client_argv, check=True, capture_output=True)
+    time.sleep(0.3)
+    tracer.terminate()
+    tracer.wait()
+    counts = {}
+    for line in pathlib.Path(trace).read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] not in ("syscall", "total") and parts[0][0].isdigit():
+            counts[parts[-1]] = int(parts[3])
+    per_call = {name: count / calls for name, count in counts.items()}
+    listed = ", ".join("%s %.2f" % kv for kv in sorted(per_call.items(), key=lambda kv: -kv[1]) if kv[1] >= 0.005)
+    return listed, sum(per_call.values())
 
 
 def postgis_knn(db, work_dir):
@@ -430,10 +487,15 @@ def postgis_knn(db, work_dir):
             % (x0 * 1e7, x1 * 1e7, y0 * 1e7, y1 * 1e7))
         shutil.chown(script, "postgres", "postgres")
         run("pgbench", "-h", work_dir, "-n", "-c", "1", "-T", "5", "-f", script, "postgres")
-        out = run("pgbench", "-h", work_dir, "-n", "-c", "1", "-T", "15", "-f", script, "postgres").stdout
-        latency = next(l for l in out.splitlines() if l.startswith("latency average"))
-        tps = next(l for l in out.splitlines() if l.startswith("tps"))
-        return "%s, %s" % (latency.strip(), tps.split("(")[0].strip())
+        # In rounds as placed's figures are, best round first.
+        rounds = []
+        for _ in range(ROUNDS):
+            out = run("pgbench", "-h", work_dir, "-n", "-c", "1", "-T", "5", "-f", script, "postgres").stdout
+            latency = next(l for l in out.splitlines() if l.startswith("latency average"))
+            tps = next(l for l in out.splitlines() if l.startswith("tps"))
+            rounds.append((float(latency.split("=")[1].split()[0]), "%s, %s" % (latency.strip(), tps.split("(")[0].strip())))
+        best = min(rounds)
+        return "%s; best of %d rounds of 5 s, latency %s ms" % (best[1], ROUNDS, " / ".join("%.3f" % r[0] for r in rounds))
     finally:
         run(pg / "pg_ctl", "-D", work_dir / "data", "-m", "fast", "stop")
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -447,6 +509,8 @@ def main():
     parser.add_argument("--parts", default="import,daemon,index,rank")
     parser.add_argument("--no-references", action="store_true",
                         help="import part: placectl alone, without the osmium runs beside it (half the time)")
+    parser.add_argument("--rank-baseline", default=os.environ.get("PLACED_RANK_BASELINE"),
+                        help="a placed binary measured beside this build's in the rank part ($PLACED_RANK_BASELINE)")
     args = parser.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     placed, placectl, bench = (str(bin_path("release", n)) for n in ("placed", "placectl", "placed-bench"))
@@ -472,7 +536,7 @@ def main():
     if "index" in parts:
         index_part(files, bench)
     if "rank" in parts:
-        rank_part(bench, placectl, placed, args.build)
+        rank_part(bench, placectl, placed, args.build, args.rank_baseline)
 
 
 if __name__ == "__main__":

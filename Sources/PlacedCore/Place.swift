@@ -86,10 +86,13 @@ public struct BoundingBox: Sendable, Equatable, Hashable {
 /// writer spills them to disk (PlacedStore's `PlaceFileWriter`), `PlaceList` keeps them in memory.
 /// Places whose address is derived from what is around them come without one; `assignAddresses` then
 /// gives each, in the order they were added, the address `resolve` finds at its point.
+/// `forEachPlaceLackingAddress` lists those places first (number in the order added, point), so that an
+/// import can work out their addresses region by region before handing them over in order.
 public protocol PlaceSink: AnyObject {
     /// Places added so far.
     var count: Int { get }
     func add(_ place: Place)
+    func forEachPlaceLackingAddress(_ body: (_ number: Int, _ point: Coordinate) -> Void)
     func assignAddresses(_ resolve: (Coordinate) -> (address: String?, source: AddressSource))
 }
 
@@ -102,6 +105,10 @@ public final class PlaceList: PlaceSink {
     public var count: Int { places.count }
 
     public func add(_ place: Place) { places.append(place) }
+
+    public func forEachPlaceLackingAddress(_ body: (_ number: Int, _ point: Coordinate) -> Void) {
+        for (number, place) in places.enumerated() where place.address == nil { body(number, place.coordinate) }
+    }
 
     public func assignAddresses(_ resolve: (Coordinate) -> (address: String?, source: AddressSource)) {
         for index in places.indices where places[index].address == nil {

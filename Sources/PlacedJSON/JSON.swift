@@ -492,8 +492,7 @@ extension JSON {
             output.append(UInt8(ascii: "]"))
         case .object(let members):
             output.append(UInt8(ascii: "{"))
-            // Byte order of UTF-8 equals Unicode scalar order: deterministic and locale-free.
-            let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            let sorted = members.sorted { JSON.keyPrecedes($0.key, $1.key) }
             for (index, member) in sorted.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
                 JSON.encode(string: member.key, into: &output)
@@ -509,18 +508,36 @@ extension JSON {
         String(decoding: try encoded(), as: UTF8.self)
     }
 
-    private static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
-        guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
-        // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
-        if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
-            output.append(contentsOf: String(Int64(number)).utf8)
-        } else {
-            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
-            output.append(contentsOf: number.description.utf8)
+    /// Whether object key `a` is written before `b`: by their UTF-8 bytes, which is Unicode scalar
+    /// order, deterministic and locale-free. Writers that emit objects themselves sort by it too.
+    public static func keyPrecedes(_ a: String, _ b: String) -> Bool {
+        var a = a
+        var b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                for index in 0..<min(x.count, y.count) where x[index] != y[index] { return x[index] < y[index] }
+                return x.count < y.count
+            }
         }
     }
 
-    private static func encode(string: String, into output: inout [UInt8]) {
+    /// Appends `number` as `encode(into:)` writes it, for code that writes JSON text directly.
+    public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
+        guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
+        // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
+        // Copied through withUTF8: appending a String's UTF8View goes byte by byte.
+        var text: String
+        if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
+            text = String(Int64(number))
+        } else {
+            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
+            text = number.description
+        }
+        text.withUTF8 { output.append(contentsOf: $0) }
+    }
+
+    /// Appends `string` quoted and escaped as `encode(into:)` writes it.
+    public static func encode(string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { bytes in
@@ -569,7 +586,7 @@ extension JSON: CustomStringConvertible {
         case .number(let value): return value.description
         case .array(let elements): return "[" + elements.map(\.description).joined(separator: ",") + "]"
         case .object(let members):
-            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let keys = members.keys.sorted(by: JSON.keyPrecedes)
             return "{" + keys.map { "\(JSON.string($0)):\(members[$0]!)" }.joined(separator: ",") + "}"
         default: return "?"
         }

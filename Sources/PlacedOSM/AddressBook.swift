@@ -70,20 +70,21 @@ struct AddressBook {
     /// Sets `address` and `addressSource` of every place in `sink` that has no address of its own; the
     /// grids are measured at `referenceLatitude` (the first place's) and built only if one needs them.
     func assign(to sink: PlaceSink, referenceLatitude reference: Double) {
-        var grids: (point: SpatialGrid, building: SpatialGrid, outline: SpatialGrid, street: SpatialGrid)?
-        var found: [Int] = []
+        var resolve: ((Coordinate) -> (address: String?, source: AddressSource))?
         sink.assignAddresses { at in
-            if grids == nil {
-                grids = (
-                    SpatialGrid(latitude: reference, boxes: points.map { Self.box($0.coordinate, $0.coordinate) }),
-                    SpatialGrid(latitude: reference, boxes: buildings.map(\.bounds)),
-                    SpatialGrid(latitude: reference, boxes: outlineSegments.map { Self.box($0.a, $0.b) }),
-                    SpatialGrid(latitude: reference, boxes: streetSegments.map { Self.box($0.a, $0.b) })
-                )
-            }
-            let (pointGrid, buildingGrid, outlineGrid, streetGrid) = grids!
-            return address(at: at, pointGrid, buildingGrid, outlineGrid, streetGrid, &found)
+            if resolve == nil { resolve = resolver(referenceLatitude: reference) }
+            return resolve!(at)
         }
+    }
+
+    /// The address of any point, from grids built now over everything added.
+    func resolver(referenceLatitude reference: Double) -> (Coordinate) -> (address: String?, source: AddressSource) {
+        let pointGrid = SpatialGrid(latitude: reference, boxes: points.map { Self.box($0.coordinate, $0.coordinate) })
+        let buildingGrid = SpatialGrid(latitude: reference, boxes: buildings.map(\.bounds))
+        let outlineGrid = SpatialGrid(latitude: reference, boxes: outlineSegments.map { Self.box($0.a, $0.b) })
+        let streetGrid = SpatialGrid(latitude: reference, boxes: streetSegments.map { Self.box($0.a, $0.b) })
+        var found: [Int] = []
+        return { at in address(at: at, pointGrid, buildingGrid, outlineGrid, streetGrid, &found) }
     }
 
     private func address(

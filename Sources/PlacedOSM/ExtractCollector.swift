@@ -1,5 +1,9 @@
 import PlacedCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Gathers places, the map layer and the addresses places may borrow while blocks are decoded.
 /// Node places are complete at once; ways and relations wait for `finish()`, when every node
 /// location and way is known, because a file need not list nodes first and relations come last.
@@ -17,16 +21,19 @@ struct ExtractCollector {
     /// In `.memberWays`: the multipolygon members the first pass did not keep, sorted.
     private var wantedWays: [Int64] = []
 
-    /// One read keeps everything (`.all`: every node's location and every way's refs, the ways to
-    /// make waiting for `finish`). The two-pass import reads the ways and relations first, noting only
-    /// which nodes the ways it will use reference, then the member ways of the multipolygons it keeps
-    /// (their refs, for `finish`), then only the nodes noted, then the ways again, making each as it
-    /// comes: nothing per way is held but a multipolygon's members.
+    /// One read keeps everything in memory (`.all`: every node's location and every way's refs, the
+    /// ways to make waiting for `finish`). The disk-backed import reads the file once with every node's
+    /// location going to a `NodeLocationFile` and each way made as it comes (a sorted file lists every
+    /// node before the first way), the multipolygons waiting; then the way blocks again for the
+    /// multipolygons' member ways (their refs, for `finish`). Nothing per node or way is held in memory
+    /// but a multipolygon's members, and the addresses go to an `AddressSpill`.
     enum Pass {
-        case all, waysAndRelations, memberWays, nodes, resolveWays
+        case all, nodesAndWays, memberWays
     }
-    /// The two-pass import's node ids, gathered in pass 1 and 2.
-    private var wantedNodes = NodeIDSet()
+    /// The first failure the decoder's callbacks cannot throw (nodes out of order, a full disk).
+    private(set) var failure: OSMError?
+    /// The memory the disk-backed import's answers are sorted in.
+    var memoryLimit = ImportPasses.defaultLimit
     private(set) var features: [MapFeature] = []
     private(set) var incompleteWays = 0
     /// Where the places go as they are made; `finish` has their addresses assigned there.
@@ -34,6 +41,8 @@ struct ExtractCollector {
     /// The first place's latitude, where the address grids are measured.
     private var firstLatitude: Double?
     private var addresses = AddressBook()
+    /// The disk-backed import's address book, instead of `addresses`.
+    var addressSpill: AddressSpill?
 
     /// What an element's tags make of it.
     struct Description {
@@ -80,7 +89,13 @@ struct ExtractCollector {
     var elementCount: Int { nodeCount + wayCount + relationCount }
 
     mutating func addNode(id: Int64, location: NodeLocation, tags: ElementTags, strings: StringTable) {
-        if let lendable = tags.lendableAddress(strings) { addresses.addPoint(location.coordinate, address: lendable) }
+        if let lendable = tags.lendableAddress(strings) {
+            if let addressSpill {
+                addressSpill.addPoint(location.coordinate, address: lendable)
+            } else {
+                addresses.addPoint(location.coordinate, address: lendable)
+            }
+        }
         guard tags.mayBePlace(isWay: false), let (name, kind, address) = tags.place(isWay: false, strings: strings)
         else { return }
         emit(
@@ -101,26 +116,29 @@ struct ExtractCollector {
                 return
             }
             pendingWays.append(PendingWay(number: way.number, isClosed: isClosed, description: description))
-        case .waysAndRelations, .resolveWays:
-            if pass == .waysAndRelations { waysSeen += 1 }
-            let shape = try WayStore.shape(of: refs)
-            let isClosed = shape.count >= 4 && shape.first == shape.last
+        case .nodesAndWays:
+            if waysSeen == 0 {
+                // The first way: every node is in the file now (a node after it is an error there).
+                do { try nodes.finish() } catch { failure = failure ?? error }
+            }
+            waysSeen += 1
+            try WayStore.decode(refs, into: &refScratch)
+            let isClosed = refScratch.count >= 4 && refScratch.first == refScratch.last
             guard let description = describe(tags, strings: strings, isClosed: isClosed, isRelation: false) else {
                 return
             }
-            if pass == .waysAndRelations {
-                try wantedNodes.add(refs)
-            } else {
-                resolve(way: id, refs: try WayStore.decode(refs), isClosed: isClosed, description)
-            }
+            resolve(way: id, refs: refScratch, isClosed: isClosed, description)
         case .memberWays:
-            if Self.contains(wantedWays, id) {
-                _ = try ways.append(id: id, refs: refs)
-                try wantedNodes.add(refs)
-            }
-        case .nodes:
-            return
+            if Self.contains(wantedWays, id) { _ = try ways.append(id: id, refs: refs) }
         }
+    }
+
+    /// One way's refs, reused from way to way.
+    private var refScratch: [Int64] = []
+
+    /// A failure of the disk-backed node locations, once a block is decoded.
+    mutating func checkNodes() throws(OSMError) {
+        if let failure = failure ?? nodes.failure { throw failure }
     }
 
     /// After the first of the two passes: the member ways of the multipolygons kept, for the second.
@@ -131,21 +149,6 @@ struct ExtractCollector {
         wantedWays = wanted
         pass = .memberWays
         return wanted.count
-    }
-
-    /// Before the nodes are read: keep the locations of the nodes the kept ways reference, and only those.
-    mutating func prepareNodes() {
-        wantedWays = []
-        ways.finish()
-        nodes = NodeLocations(wanted: wantedNodes.finish())
-        wantedNodes = NodeIDSet()
-        pass = .nodes
-    }
-
-    /// Before the ways are read again: each is made as it comes.
-    mutating func prepareWays() {
-        nodes.finish()
-        pass = .resolveWays
     }
 
     private static func contains(_ sorted: [Int64], _ id: Int64) -> Bool {
@@ -185,10 +188,11 @@ struct ExtractCollector {
 
     /// Resolves the pending ways and relations; returns every place (with its address), the map
     /// layer, and what could not be made.
-    mutating func finish() -> (
+    mutating func finish() throws(OSMError) -> (
         features: [MapFeature], incompleteWays: Int, multipolygons: Int, skipped: [SkippedRelation]
     ) {
-        nodes.finish()
+        wantedWays = []
+        try nodes.finish()
         ways.finish()
         for way in pendingWays {
             resolve(
@@ -235,7 +239,14 @@ struct ExtractCollector {
         // Node locations and ways are done with: their memory goes before the addresses' grids are built.
         nodes = NodeLocations()
         ways = WayStore()
-        addresses.assign(to: sink, referenceLatitude: firstLatitude ?? 0)
+        if let addressSpill {
+            try addressSpill.assign(to: sink, referenceLatitude: firstLatitude ?? 0, memoryLimit: memoryLimit)
+            self.addressSpill = nil
+            // The buckets' books are freed: their pages go back to the system before the places are sorted.
+            _ = releaseFreedHeap(0)
+        } else {
+            addresses.assign(to: sink, referenceLatitude: firstLatitude ?? 0)
+        }
         defer { features = [] }
         return (features, incompleteWays, multipolygons, skipped)
     }
@@ -274,11 +285,19 @@ struct ExtractCollector {
     private mutating func add(_ geometry: MapFeature.Geometry, of id: String, _ description: Description) {
         guard let feature = description.feature, feature.isArea == (geometry.polygons != nil) else { return }
         if let address = description.buildingAddress, let polygons = geometry.polygons {
-            addresses.addBuilding(polygons: polygons, address: address)
+            if let addressSpill {
+                addressSpill.addBuilding(polygons: polygons, address: address)
+            } else {
+                addresses.addBuilding(polygons: polygons, address: address)
+            }
         }
         if let street = description.streetName {
-            addresses.addStreet(
-                name: street, lines: geometry.polygons?.flatMap { $0 } ?? geometry.line.map { [$0] } ?? [])
+            let lines = geometry.polygons?.flatMap { $0 } ?? geometry.line.map { [$0] } ?? []
+            if let addressSpill {
+                addressSpill.addStreet(name: street, lines: lines)
+            } else {
+                addresses.addStreet(name: street, lines: lines)
+            }
         }
         guard includesMapLayer else { return }
         features.append(
@@ -363,3 +382,7 @@ extension MapFeature.Geometry {
         return nil
     }
 }
+
+/// glibc's malloc_trim (malloc.h, which Glibc's module does not bring in): hands freed heap pages back.
+@_silgen_name("malloc_trim")
+private func releaseFreedHeap(_ pad: Int) -> Int32

@@ -1,5 +1,9 @@
 import PlacedCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Reading places from OpenStreetMap .osm.pbf extracts (DESIGN.md "Place data").
 public enum OSM {
     /// The places in an .osm.pbf file and, unless `mapLayer` is false, its map layer, with figures
@@ -18,13 +22,15 @@ public enum OSM {
 
     public static func extractPlaces(
         path: String, mapLayer: Bool = true, passes: ImportPasses = .automatic(memoryLimit: ImportPasses.defaultLimit),
-        progress: ((ImportProgress) -> Void)? = nil
+        scratchDirectory: String? = nil, progress: ((ImportProgress) -> Void)? = nil
     )
         throws(OSMError)
         -> PlaceExtract
     {
         let list = PlaceList()
-        var extract = try importPlaces(path: path, into: list, mapLayer: mapLayer, passes: passes, progress: progress)
+        var extract = try importPlaces(
+            path: path, into: list, mapLayer: mapLayer, passes: passes, scratchDirectory: scratchDirectory,
+            progress: progress)
         extract.places = list.places
         return extract
     }
@@ -32,10 +38,14 @@ public enum OSM {
     /// The same into `sink`, which gets each place as it is made and then their addresses, so that they
     /// need not all be held in memory: `placectl import` streams them to the places file's writer. The
     /// extract returned has no places (`sink` has them).
+    ///
+    /// A file too large to read in memory (`passes`) is read from disk-backed structures made in
+    /// `scratchDirectory` (default $TMPDIR, else /var/tmp), nameless files that vanish with the process:
+    /// every node's location, the addresses by spatial tile.
     public static func importPlaces(
         path: String, into sink: PlaceSink, mapLayer: Bool = true,
         passes: ImportPasses = .automatic(memoryLimit: ImportPasses.defaultLimit),
-        progress: ((ImportProgress) -> Void)? = nil
+        scratchDirectory: String? = nil, progress: ((ImportProgress) -> Void)? = nil
     )
         throws(OSMError)
         -> PlaceExtract
@@ -44,7 +54,16 @@ public enum OSM {
         var decoder = PrimitiveBlockDecoder()
         var collector = ExtractCollector(includesMapLayer: mapLayer, sink: sink)
         let twoPass = passes.readsTwice(fileBytes: reader.totalBytes)
-        let passCount = twoPass ? 4 : 1
+        let passCount = twoPass ? 2 : 1
+        /// The disk-backed locations' failure after a block, an order broken named with the extract's path.
+        func check() throws(OSMError) {
+            do {
+                try collector.checkNodes()
+            } catch {
+                if case .unsorted(_, let detail) = error { throw .unsorted(path: path, detail: detail) }
+                throw error
+            }
+        }
         /// One read: every block, recording each one's offset, size and kinds; or only `blocks`.
         func read(_ pass: Int, _ name: String, blocks: [Block]?) throws(OSMError) -> [Block] {
             var seen: [Block] = []
@@ -64,6 +83,7 @@ public enum OSM {
                     } catch {
                         throw .corruptBlob(path: path, offset: block.offset, reason: error.reason)
                     }
+                    try check()
                     done += block.size
                     report()
                 }
@@ -75,6 +95,7 @@ public enum OSM {
                 } catch {
                     throw .corruptBlob(path: path, offset: offset, reason: error.reason)
                 }
+                try check()
                 seen.append(Block(offset: offset, size: reader.bytesRead - offset, kinds: decoder.kinds))
                 done = reader.bytesRead
                 report()
@@ -82,26 +103,25 @@ public enum OSM {
             return seen
         }
         if twoPass {
-            decoder.decodesNodes = false
-            collector.pass = .waysAndRelations
-            let blocks = try read(1, "ways and relations", blocks: nil)
+            let directory = scratchDirectory ?? defaultScratchDirectory()
+            collector.nodes = NodeLocations(file: try NodeLocationFile(in: directory))
+            collector.addressSpill = try AddressSpill(
+                in: directory,
+                bucketCount: AddressSpill.bucketCount(fileBytes: reader.totalBytes, memoryLimit: passes.memoryLimit))
+            collector.memoryLimit = passes.memoryLimit
+            collector.pass = .nodesAndWays
+            let blocks = try read(1, "nodes and ways", blocks: nil)
             let wayBlocks = blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.ways != 0 }
             if collector.prepareMemberWays() > 0 {
-                (decoder.decodesWays, decoder.decodesRelations) = (true, false)
+                (decoder.decodesNodes, decoder.decodesWays, decoder.decodesRelations) = (false, true, false)
                 _ = try read(2, "multipolygon member ways", blocks: wayBlocks)
             }
-            collector.prepareNodes()
-            (decoder.decodesNodes, decoder.decodesWays, decoder.decodesRelations) = (true, false, false)
-            _ = try read(3, "nodes", blocks: blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.nodes != 0 })
-            collector.prepareWays()
-            (decoder.decodesNodes, decoder.decodesWays) = (false, true)
-            _ = try read(4, "ways", blocks: wayBlocks)
         } else {
             _ = try read(1, "reading", blocks: nil)
         }
-        let keptNodes = twoPass ? collector.nodes.count : collector.nodeCount
+        let keptNodes = collector.nodes.count
         let nodeCount = collector.nodeCount
-        let result = collector.finish()
+        let result = try collector.finish()
         return PlaceExtract(
             places: [], features: mapLayer ? result.features : nil,
             statistics: OSMStatistics(
@@ -172,20 +192,21 @@ public struct OSMStatistics: Sendable, Equatable {
     public var multipolygons: Int = 0
     /// Multipolygon relations the import needed but could not make into areas.
     public var skippedRelations: [SkippedRelation] = []
-    /// Node locations held: every node in one pass, only those kept ways reference in two.
+    /// Node locations held in memory: every node in one read, none in the disk-backed import.
     public var keptNodes: Int = 0
-    /// Reads of the file: 1 (every node kept) or 4 (ways and relations, member ways, nodes, ways again).
+    /// Reads of the file: 1 (everything in memory) or 2 (the disk-backed import: nodes and ways, then
+    /// the multipolygons' member ways).
     public var passes: Int = 1
 
     public var elements: Int { nodes + ways + relations }
 }
 
-/// One read keeping every node's location, or two passes (three reads) keeping only the nodes the
-/// places, streets and map features use.
+/// One read keeping everything in memory, or the disk-backed import in two reads (nodes and ways, then
+/// the multipolygons' member ways), whose memory is bounded by the limit rather than the file.
 public enum ImportPasses: Sendable, Equatable {
     case one
     case two
-    /// One read when its memory (about `bytesPerFileByte` × the file) stays under the limit, else two passes.
+    /// One read when its memory (about `bytesPerFileByte` × the file) stays under the limit, else from disk.
     case automatic(memoryLimit: Int)
 
     /// 512 MiB: a country extract of a few hundred MB is read in two passes.
@@ -193,6 +214,12 @@ public enum ImportPasses: Sendable, Equatable {
     /// What one read keeps per byte of .osm.pbf: 12 bytes a node and 2–3 a way ref, at 1–1.5 elements a
     /// byte for real extracts (measured on the synthetic ones too, see BENCHMARKS.md).
     public static let bytesPerFileByte = 20
+
+    /// The budget of the disk-backed import's buckets (addresses, their answers).
+    var memoryLimit: Int {
+        if case .automatic(let limit) = self { return limit }
+        return Self.defaultLimit
+    }
 
     func readsTwice(fileBytes: Int) -> Bool {
         switch self {
@@ -202,4 +229,11 @@ public enum ImportPasses: Sendable, Equatable {
             fileBytes.multipliedReportingOverflow(by: Self.bytesPerFileByte).partialValue > limit
         }
     }
+}
+
+/// Where the disk-backed import's nameless files go unless told: $TMPDIR, else /var/tmp (on disk, where
+/// /tmp may be memory).
+func defaultScratchDirectory() -> String {
+    if let value = getenv("TMPDIR"), value.pointee != 0 { return String(cString: value) }
+    return "/var/tmp"
 }

@@ -16,6 +16,11 @@ public enum OSMError: Error, Equatable, Sendable, CustomStringConvertible {
     case unsupportedFeature(path: String, feature: String)
     /// A BlobHeader over 64 KiB or a Blob over 32 MiB: the PBF specification's limits.
     case oversizedBlob(path: String, offset: Int, size: Int, limit: Int)
+    /// The disk-backed import needs nodes sorted by id before every way (as `osmium sort` writes them);
+    /// `detail` says where the order broke.
+    case unsorted(path: String, detail: String)
+    /// A temporary file of the import could not be created, written or read.
+    case scratch(path: String, operation: String, reason: String)
 
     public var description: String {
         switch self {
@@ -35,6 +40,11 @@ public enum OSMError: Error, Equatable, Sendable, CustomStringConvertible {
             "\(path): the file requires the feature \"\(feature)\", which this reader does not support"
         case .oversizedBlob(let path, let offset, let size, let limit):
             "\(path): blob at byte \(offset) is \(size) bytes, over the PBF limit of \(limit)"
+        case .unsorted(let path, let detail):
+            "\(path): not sorted by type, then id (\(detail)): sort it with 'osmium sort', or give a"
+                + " --memory-limit it fits in to read it in one pass"
+        case .scratch(let path, let operation, let reason):
+            "\(path): cannot \(operation) the import's temporary file: \(reason)"
         }
     }
 }

@@ -33,30 +33,15 @@ struct WayStore {
         return (ids.count - 1, first, ref, count)
     }
 
-    /// Packed refs decoded.
-    static func decode(_ refs: ProtobufReader) throws(ProtobufError) -> [Int64] {
+    /// Packed refs decoded into `decoded` (emptied first, its storage kept).
+    static func decode(_ refs: ProtobufReader, into decoded: inout [Int64]) throws(ProtobufError) {
+        decoded.removeAll(keepingCapacity: true)
         var reader = refs
         var ref: Int64 = 0
-        var decoded: [Int64] = []
         while !reader.isAtEnd {
             ref &+= try reader.signedVarint()
             decoded.append(ref)
         }
-        return decoded
-    }
-
-    /// First and last ref and ref count of packed refs, without keeping them.
-    static func shape(of refs: ProtobufReader) throws(ProtobufError) -> (first: Int64, last: Int64, count: Int) {
-        var reader = refs
-        var ref: Int64 = 0
-        var first: Int64 = 0
-        var count = 0
-        while !reader.isAtEnd {
-            ref &+= try reader.signedVarint()
-            if count == 0 { first = ref }
-            count += 1
-        }
-        return (first, ref, count)
     }
 
     mutating func finish() {

@@ -78,6 +78,9 @@ public final class PlaceFileWriter: PlaceSink {
 
     static func directoryName(of path: String) -> String { PlaceDatabase.directoryName(of: path) }
 
+    /// Where its temporary files go (the destination's directory): an import's own belong there too.
+    public var scratchDirectory: String { Self.directoryName(of: path) }
+
     // MARK: Adding
 
     public func add(_ place: Place) {
@@ -117,6 +120,24 @@ public final class PlaceFileWriter: PlaceSink {
     }
 
     private func lacksAddress(_ number: Int) -> Bool { needsAddress[number / 64] & (1 << UInt64(number % 64)) != 0 }
+
+    public func forEachPlaceLackingAddress(_ body: (_ number: Int, _ point: Coordinate) -> Void) {
+        guard failure == nil, count > 0 else { return }
+        do {
+            try pointWriter.flush()
+            let reader = SpillReader(file: points, size: pointWriter.offset)
+            for number in 0..<count {
+                let bytes = try reader.read(16)
+                guard lacksAddress(number) else { continue }
+                let longitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+                let latitude = Double(
+                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                body(number, Coordinate(latitude: latitude, longitude: longitude))
+            }
+        } catch {
+            failure = error
+        }
+    }
 
     /// Gives each place added without an address the one `resolve` finds at its point, in order; written
     /// to a patch file merged in when the places are written.
@@ -379,23 +400,54 @@ public final class PlaceFileWriter: PlaceSink {
         }
     }
 
-    /// A record with the derived address merged in.
+    /// A record with the derived address merged in: its bytes spliced (flags, source, the address after
+    /// the name), not decoded and encoded again; the same bytes `RecordEncoder` makes of the patched place.
     private static func patched(_ record: [UInt8], with reader: SpillReader, path: String) throws(PlaceDatabaseError)
         -> [UInt8]
     {
         let head = try reader.read(6)
-        let source = PlacePack.sourceCodes[min(Int(head[0]), 4)]
+        let source = UInt8(min(Int(head[0]), PlacePack.sourceCodes.count - 1))
         let hasAddress = head[1] != 0
         let length = Int(UInt32(littleEndian: head.loadUnaligned(fromByteOffset: 2, as: UInt32.self)))
-        let address = String(decoding: try reader.read(length), as: UTF8.self)
-        guard var place = record.withUnsafeBytes({ PlaceDatabase.decode($0) }) else {
-            throw .corrupt(path: path, detail: "a spilled place does not decode")
+        let address = try reader.read(length)
+        let layout = record.withUnsafeBytes { raw -> (nameEnd: Int, addressEnd: Int, end: Int)? in
+            var reader = RecordReader(raw)
+            guard let flags = reader.byte(), reader.byte() != nil, reader.span() != nil, reader.span() != nil else {
+                return nil
+            }
+            let nameEnd = reader.position
+            if flags & PlacePack.RecordFlag.address != 0 { guard reader.span() != nil else { return nil } }
+            let addressEnd = reader.position
+            if flags & PlacePack.RecordFlag.names != 0 { guard reader.span() != nil else { return nil } }
+            if flags & PlacePack.RecordFlag.area != 0 { guard reader.double() != nil else { return nil } }
+            if flags & PlacePack.RecordFlag.bounds != 0 {
+                for _ in 0..<4 { guard reader.double() != nil else { return nil } }
+            }
+            if flags & PlacePack.RecordFlag.outline != 0 {
+                guard let count = reader.varint(), count <= (raw.count - reader.position) / 16 else { return nil }
+                for _ in 0..<2 * count { _ = reader.double() }
+            }
+            return (nameEnd, addressEnd, reader.position)
         }
-        place.address = hasAddress ? address : nil
-        place.addressSource = source
-        var encoder = RecordEncoder()
-        encoder.encode(place)
-        return encoder.bytes
+        guard let layout else { throw .corrupt(path: path, detail: "a spilled place does not decode") }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(record.count + length + 8)
+        let flags = record[0] & ~PlacePack.RecordFlag.address
+        bytes.append(hasAddress ? flags | PlacePack.RecordFlag.address : flags)
+        bytes.append(source)
+        bytes.append(contentsOf: record[2..<layout.nameEnd])
+        if hasAddress {
+            var value = length
+            while value >= 0x80 {
+                bytes.append(UInt8(value & 0x7F) | 0x80)
+                value >>= 7
+            }
+            bytes.append(UInt8(value))
+            bytes.append(contentsOf: address)
+        }
+        bytes.append(contentsOf: record[layout.addressEnd..<layout.end])
+        while bytes.count % 4 != 0 { bytes.append(0) }
+        return bytes
     }
 
     /// `numbers[position]` → `positions[number]`, in place (the sign bit marks what is done).

@@ -57,6 +57,21 @@ public final class VarlinkCall {
         return sent
     }
 
+    /// `reply(_:continues:)` with parameters written as JSON text by `write`: see
+    /// `VarlinkWire.reply(continues:capacity:writingParameters:)`.
+    @discardableResult
+    public func reply(
+        continues: Bool = false, capacity: Int = 256,
+        writingParameters write: (inout [UInt8]) throws(JSONError) -> Void
+    ) throws(JSONError) -> Bool {
+        guard !isFinished, let connection else { return false }
+        let continues = continues && more
+        let bytes = try VarlinkWire.reply(continues: continues, capacity: capacity, writingParameters: write)
+        let sent = oneway || connection.send(bytes)
+        if !continues { finish() }
+        return sent
+    }
+
     /// Sends `error` as the final reply.
     @discardableResult
     public func fail(_ error: VarlinkError) -> Bool {

@@ -187,17 +187,18 @@ final class VarlinkConnection {
         case .object(let object)?: parameters = object
         default: return terminate(VarlinkError(invalid, ["reason": "parameters must be an object"]))
         }
-        var flags: [String: Bool] = [:]
+        var flags = (more: false, oneway: false)
         for flag in ["more", "oneway", "upgrade"] {
+            let value: Bool
             switch fields[flag] {
-            case nil, .null?: flags[flag] = false
-            case .bool(let value)?: flags[flag] = value
+            case nil, .null?: value = false
+            case .bool(let given)?: value = given
             default: return terminate(VarlinkError(invalid, ["reason": .string("\(flag) must be a boolean")]))
             }
+            if flag == "more" { flags.more = value } else if flag == "oneway" { flags.oneway = value }
         }
         let call = VarlinkCall(
-            method: method, parameters: parameters, more: flags["more"]!, oneway: flags["oneway"]!,
-            connection: self)
+            method: method, parameters: parameters, more: flags.more, oneway: flags.oneway, connection: self)
         if !call.oneway {
             state = isDrainingIdle ? .draining(call) : .serving(call)
         }

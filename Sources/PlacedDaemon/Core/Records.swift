@@ -11,7 +11,9 @@ import PlacedCore
 /// longitude, accuracy, fixes, generation, places, place, selection, automatic`. Unknown values are
 /// left out. Every accuracy is the 95 % radius in metres.
 public struct Record: Equatable, Sendable {
-    public indirect enum Value: Equatable, Sendable {
+    /// Not `indirect`: a nested record is held by its fields array, and boxing every value would
+    /// cost an allocation per field.
+    public enum Value: Equatable, Sendable {
         case string(String)
         case double(Double)
         case int(Int64)
@@ -48,6 +50,7 @@ extension Record {
     private static func recordedPlace(_ ranked: RankedPlace, name: String) -> Record {
         let place = ranked.place
         var r = Record()
+        r.fields.reserveCapacity(10)
         r.set("id", .string(place.id))
         r.set("name", .string(name))
         r.set("kind", .string(place.kind))

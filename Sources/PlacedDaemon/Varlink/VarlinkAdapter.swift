@@ -116,7 +116,12 @@ final class VarlinkAdapter: DaemonSubscriber {
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                try call.reply(["places": .array(places.map { Record.place($0, language: language).json })])
+                // Written straight into the reply: the same bytes as the `JSON` value, a fraction of the work.
+                try call.reply(capacity: 64 + places.count * 320) { output in
+                    output.append(contentsOf: #"{"places":"#.utf8)
+                    Record.encodeJSON(array: places.map { Record.place($0, language: language) }, into: &output)
+                    output.append(UInt8(ascii: "}"))
+                }
             case "Map":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
                 let language = try language(of: call)
@@ -267,33 +272,6 @@ final class VarlinkAdapter: DaemonSubscriber {
         }
         for (language, streams) in groups.values {
             _ = try? server.broadcast(parameters(language), to: streams)
-        }
-    }
-}
-
-extension JSON {
-    /// JSON has no NaN or infinity.
-    static func finite(_ value: Double) -> JSON { value.isFinite ? .number(value) : .null }
-}
-
-extension Record {
-    var json: JSON {
-        var object: [String: JSON] = [:]
-        for (key, value) in fields { object[key] = value.json }
-        return .object(object)
-    }
-}
-
-extension Record.Value {
-    var json: JSON {
-        switch self {
-        case let .string(s): .string(s)
-        case let .double(d): .finite(d)
-        case let .int(i): .number(Double(i))
-        case let .uint(u): .number(Double(u))
-        case let .bool(b): .bool(b)
-        case let .record(r): r.json
-        case let .records(rs): .array(rs.map(\.json))
         }
     }
 }

@@ -24,10 +24,13 @@ enum ImportCommand: Command {
             database as it was. placed loads the new places on 'placectl refresh' (or SIGHUP).
             Multipolygons whose rings do not close are skipped and named.
 
-            A file whose node locations would not fit in --memory-limit (default 512M; K, M, G
-            suffixes) is read in two passes: the ways and relations first, then only the nodes the
-            places, streets and map features use, so memory follows the places rather than the
-            file's nodes. The progress bar names the pass.
+            A file that would not fit in --memory-limit (default 512M; K, M, G suffixes) read in
+            memory is imported from disk: every node's location goes to a temporary file beside the
+            database and the addresses to temporary files by area, so memory is bounded by the limit
+            and 20 bytes a place (the places' final sort), not by the nodes. It is read twice (nodes and ways, then the multipolygons' member
+            ways) and must be sorted by type, then id, as 'osmium sort' and OpenStreetMap's extracts
+            write it; the progress bar names the pass. Its temporary files need free disk beside
+            the database: 12 bytes a node for the locations, and the addresses and places.
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
         options: [
@@ -35,7 +38,7 @@ enum ImportCommand: Command {
             .flag("no-map", help: "leave the map layer out (a smaller file; no 'placectl map')"),
             .value(
                 "memory-limit", "SIZE",
-                help: "read in two passes unless one read's node locations fit in SIZE (default 512M)"),
+                help: "import from disk, within about SIZE of memory, unless one read fits in it (default 512M)"),
         ],
         epilogue: "Exit status: 0 imported, 1 error (named on stderr), 2 usage.")
 
@@ -63,7 +66,7 @@ enum ImportCommand: Command {
             writer = try PlaceFileWriter(path: database, memoryLimit: limit / 2)
             extract = try OSM.importPlaces(
                 path: file, into: writer, mapLayer: !context.arguments.has("no-map"),
-                passes: .automatic(memoryLimit: limit)
+                passes: .automatic(memoryLimit: limit), scratchDirectory: writer.scratchDirectory
             ) {
                 bar?.update($0)
             }
