@@ -5,9 +5,11 @@ density at 10 M and 30 M places (about 100 M and 300 M nodes), kept in $PLACED_B
 
   import   placectl import --no-map: time and peak RSS beside osmium export (and osmium tags-filter,
            then export) of the same file, in the same run
-  daemon   placed exec to the first ranking a client reads, RSS after start, RSS after a 500 km drive
-           (Rank at every 50 m of a route across the area, each ranked through the catalog the daemon
-           moves with); the file's pages out of the page cache first, as an import leaves them
+  daemon   placed exec to the first ranking a client reads (median of 3 cold starts: the file's pages
+           out of the page cache first, as an import leaves them), RSS after start, RSS after a 500 km
+           drive and its peak (a Rank every 50 m of route(), ranked through the catalog the daemon moves
+           with: east along the grid where it is wider than 500 km, the countryside's; a serpentine of
+           driven lanes over the whole grid where it is narrower, a city's 99 or 172 km; no jumps)
   index    placed-bench index on the file: within-250 m and ranking p50, cold and warm, beside SQLite's
            R*Tree on the same points
   rank     Rank round trip from a compiled client (bench/rank-client.c) over 1 M places at city density
@@ -19,15 +21,19 @@ The files are large (a 30 M extract is about 2 GB, its places file about 6 GB) a
 without --build, a missing one is skipped and named. Figures carry the load average (uptime).
 
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
-                   [--rank-baseline PLACED]
+                    [--no-references] [--rank-baseline PLACED]
 """
 import argparse
+import ctypes
 import json
+import math
+import mmap
 import os
 import pathlib
 import random
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -53,12 +59,18 @@ def load():
 
 def memory(pid):
     """VmRSS, RssAnon, RssFile of a process, MB."""
+    fields = status(pid)
+    return fields["VmRSS"], fields["RssAnon"], fields["RssFile"]
+
+
+def status(pid):
+    """/proc/PID/status's memory fields (VmRSS, VmHWM: the peak RSS, RssAnon, RssFile), MB."""
     fields = {}
     for line in open("/proc/%d/status" % pid):
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
+        if key.startswith(("Vm", "Rss")):
             fields[key] = int(value.split()[0]) / 1024
-    return fields["VmRSS"], fields["RssAnon"], fields["RssFile"]
+    return fields
 
 
 def timed(argv, stdout=subprocess.DEVNULL):
@@ -88,6 +100,49 @@ def evict(path):
         os.close(fd)
 
 
+PACK_SECTIONS = ["index", "area", "reach", "kind", "recordStarts", "records", "kinds", "areas"]
+
+
+def pack_regions(path):
+    """(name, offset, length) of the places file's SQLite part and of the pack's header and sections
+    (PlacePack's layout: a trailer finds the pack, whose header lists the sections)."""
+    with open(path, "rb") as f:
+        f.seek(-32, 2)
+        trailer = f.read(32)
+        if trailer[:8] != b"PLACEEND":
+            return [("file", 0, os.path.getsize(path))]
+        pack, _ = struct.unpack("<QQ", trailer[8:24])
+        f.seek(pack)
+        header = f.read(4096)
+    regions = [("sqlite", 0, pack), ("header", pack, 4096)]
+    for i in range(struct.unpack("<I", header[40:44])[0]):
+        offset, length = struct.unpack("<QQ", header[48 + 16 * i:64 + 16 * i])
+        regions.append((PACK_SECTIONS[i] if i < len(PACK_SECTIONS) else "section %d" % i, pack + offset, length))
+    return regions
+
+
+def cached_pages(path):
+    """Pages of `path` in the page cache (mincore over a mapping of it), per region of the file: after the
+    file was evicted, the pages a start read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    os.close(fd)
+    vector = ctypes.create_string_buffer((size + 4095) // 4096)
+    failed = libc.mincore(address, size, vector)
+    libc.munmap(address, size)
+    if failed:
+        return []
+    pages = vector.raw
+    return [(name, sum(b & 1 for b in pages[start // 4096:(start + length + 4095) // 4096]))
+            for name, start, length in pack_regions(path)]
+
+
 def free_gb():
     return shutil.disk_usage(DATA).free / 1e9
 
@@ -109,13 +164,18 @@ def extract(shape, size, build, bench):
     return path
 
 
-def import_part(files, placectl):
+def import_part(files, placectl, references=True):
     print("\nimport (--no-map), best of 1 run each, %s" % load())
     print("file                        placectl s  peak MB   osmium export s  peak MB   tags-filter+export s  peak MB"
           "   ratio (osmium/placectl)")
     for shape, size, pbf in files:
         db = DATA / ("%s-%s.db" % (shape, size))
         ours, ours_rss = timed([placectl, "import", pbf, "--db", db, "--no-map"])
+        if not references:
+            print("%-26s %10.1f %8.0f   (osmium not run: --no-references)  (%s)" % (pbf.name, ours, ours_rss, load()),
+                  flush=True)
+            print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
+            continue
         exported, exported_rss = timed(["sh", "-c", 'osmium export "$0" -f geojsonseq -o - > /dev/null', pbf])
         filtered = DATA / "filtered.osm.pbf"
         t1, r1 = timed(["osmium", "tags-filter", pbf, *["nwr/" + k for k in KEYS], "-o", filtered, "--overwrite"])
@@ -127,79 +187,136 @@ def import_part(files, placectl):
         print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
 
 
-def route(shape, size, metres=500_000, step=50):
-    """A 500 km route across the grid at 50 m steps: a serpentine where the grid is narrower."""
-    blocks = int(SIZES[size] / PLACES_PER_BLOCK + 1)
-    side_m = int(blocks ** 0.5 + 1) * BLOCK[shape]
+def metres_per_degree(latitude):
+    """WGS84 metres per degree of latitude and of longitude at `latitude`, as LocalProjection has them."""
+    f = 1 / 298.257223563
+    e2 = f * (2 - f)
+    phi = math.radians(latitude)
+    w = math.sqrt(1 - e2 * math.sin(phi) ** 2)
+    return 6378137.0 * (1 - e2) / w ** 3 * math.pi / 180, 6378137.0 / w * math.cos(phi) * math.pi / 180
+
+
+def grid(shape, size):
+    """The synthetic grid's box (south, west, north, east), as SyntheticExtractLayout lays it out."""
+    blocks = math.ceil(SIZES[size] / PLACES_PER_BLOCK)
+    side_m = math.ceil(math.sqrt(blocks)) * BLOCK[shape]
     lat0, lon0 = ORIGIN
-    middle_lat = lat0 + side_m / 2 / 111_000
-    per_lat = 111_320.0
-    import math
-    per_lon = 111_320.0 * math.cos(math.radians(middle_lat))
-    margin = side_m * 0.05
-    width = side_m - 2 * margin
-    points, x, y, east, travelled = [], margin, margin, True, 0.0
-    lane = side_m / 12
+    per_lat, per_lon = metres_per_degree(lat0 + side_m / 2 / 111_000)
+    return lat0, lon0, lat0 + side_m / per_lat, lon0 + side_m / per_lon
+
+
+def route(shape, size, metres=500_000.0, step=50.0):
+    """A drive of `metres` across the grid, a point every `step` metres, the length measured as the daemon
+    measures a step (LocalProjection at each point's latitude): east along the south of the grid, and
+    where the grid is narrower than the drive, a serpentine of driven lanes (east, north, west, north...)
+    spread over the whole grid, so that the drive never jumps and never passes the same place twice."""
+    south, west, north, east = grid(shape, size)
+    margin_lat, margin_lon = (north - south) * 0.05, (east - west) * 0.05
+    south, west, north, east = south + margin_lat, west + margin_lon, north - margin_lat, east - margin_lon
+    width = (east - west) * metres_per_degree((south + north) / 2)[1]
+    height = (north - south) * metres_per_degree((south + north) / 2)[0]
+    # n lanes of `width` and n - 1 climbs between them cover `metres` when n * width + height >= metres.
+    lanes = max(2, math.ceil((metres - height) / width)) if width < metres else 1
+    climb = height / (lanes - 1) if lanes > 1 else 0.0
+    points, travelled = [(south, west)], 0.0
+    lat, lon, heading, climbing, climbed = south, west, 1, False, 0.0
     while travelled < metres:
-        points.append((lat0 + y / per_lat, lon0 + x / per_lon))
-        if (east and x + step > margin + width) or (not east and x - step < margin):
-            y += lane if y + lane < side_m - margin else -y + margin
-            east = not east
-        else:
-            x += step if east else -step
+        per_lat, per_lon = metres_per_degree(lat)
+        if not climbing:
+            ahead = lon + heading * step / per_lon
+            if west <= ahead <= east:
+                lon = ahead
+            else:
+                climbing, climbed = True, 0.0
+        if climbing:
+            lat += step / per_lat
+            climbed += step
+            if climbed >= climb:
+                climbing, heading = False, -heading
         travelled += step
-    return points, (middle_lat, lon0 + side_m / 2 / per_lon)
+        points.append((lat, lon))
+    return points, ((south + north) / 2, (west + east) / 2)
 
 
-def daemon_part(files, placed):
-    print("\ndaemon: exec to the first ranking read, RSS after start and after a 500 km drive, %s" % load())
+def daemon_part(files, placed, rounds=3):
+    print("\ndaemon: exec to the first ranking read (median of %d cold starts: the file evicted before each), RSS"
+          " after start and after a 500 km drive, %s" % (rounds, load()))
+    print("  drive: Rank (limit 5) every 50 m along route(), 10,000 calls with no jump, in the last start;"
+          " peak = VmHWM over that run")
     print("file                    ready ms  ranked ms   RSS start MB (anon/file)   RSS drive MB (anon/file)"
-          "   drive Rank p50 us")
+          "   peak MB   drive Rank p50 us")
     for shape, size, _ in files:
         db = DATA / ("%s-%s.db" % (shape, size))
         if not db.exists():
             print("(%s: no places file; run the import part first)" % db)
             continue
         points, centre = route(shape, size)
-        with tempfile.TemporaryDirectory(prefix="placed-big-") as tmp:
-            work = pathlib.Path(tmp)
-            evict(db)
-            notify_path = work / "notify"
-            notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            notify.bind(str(notify_path))
-            notify.settimeout(0.05)
-            started = time.monotonic()
-            proc = subprocess.Popen(
-                [placed, "--bus", "none", "--static", "%.6f,%.6f,10" % centre, "--db", db,
-                 "--selections", work / "selections.db", "--socket", work / "sock", "--log-level", "warning"],
-                env={**os.environ, "NOTIFY_SOCKET": str(notify_path)}, stderr=subprocess.DEVNULL)
-            try:
-                while True:
-                    try:
-                        if b"READY=1" in notify.recv(4096):
-                            break
-                    except socket.timeout:
-                        if proc.poll() is not None:
-                            sys.exit("bench/big.py: placed exited with %d" % proc.returncode)
-                ready = (time.monotonic() - started) * 1000
-                client = VarlinkSocket(work / "sock")
-                while client.call(PLACES + ".Current").get("generation", 0) < 1:
-                    pass
-                ranked = (time.monotonic() - started) * 1000
-                start_rss = memory(proc.pid)
-                times = []
-                for lat, lon in points:
-                    t = time.monotonic()
-                    client.call(PLACES + ".Rank", latitude=lat, longitude=lon, limit=5)
-                    times.append((time.monotonic() - t) * 1e6)
-                drive_rss = memory(proc.pid)
-                client.close()
-            finally:
-                proc.terminate()
-                proc.wait(timeout=30)
-                notify.close()
-        print("%-22s %9.1f %10.1f   %6.1f (%5.1f / %5.1f)       %6.1f (%5.1f / %5.1f)     %8.0f   (%d Rank calls, %s)" % (
-            db.name, ready, ranked, *start_rss, *drive_rss, percentile(times, 50), len(points), load()), flush=True)
+        starts = []
+        for round in range(rounds):
+            drive = points if round == rounds - 1 else []
+            starts.append(daemon_run(db, placed, centre, drive))
+        ready, ranked, start_rss, drive_rss, peak, times, _ = starts[-1]
+        ready_ms = sorted(r[0] for r in starts)[rounds // 2]
+        ranked_ms = sorted(r[1] for r in starts)[rounds // 2]
+        print("%-22s %9.1f %10.1f   %6.1f (%5.1f / %5.1f)       %6.1f (%5.1f / %5.1f)     %6.1f   %8.0f   (%d Rank"
+              " calls; starts %s ms, %s disk reads (major faults) to the first ranking; %s)" % (
+                  db.name, ready_ms, ranked_ms, *start_rss, *drive_rss, peak, percentile(times, 50), len(points),
+                  " ".join("%.1f" % r[1] for r in starts), " ".join("%d" % r[6][0] for r in starts), load()), flush=True)
+        print("  pages of the file read to the first ranking (mincore after each cold start): %s" % "; ".join(
+            ", ".join("%s %d" % region for region in r[6][1] if region[1]) for r in starts), flush=True)
+
+
+def daemon_run(db, placed, centre, drive):
+    """One cold start of placed on `db` (its pages evicted first): ms to READY=1 and to the first ranking a
+    client reads, RSS then, and after `drive` (a Rank at each point) RSS, peak RSS and the calls' times."""
+    with tempfile.TemporaryDirectory(prefix="placed-big-") as tmp:
+        work = pathlib.Path(tmp)
+        # Dirty pages of an earlier import written back first: a cold start reads the disk, not behind
+        # gigabytes of someone else's writeback (the first start after an import took 3x the others).
+        os.sync()
+        evict(db)
+        notify_path = work / "notify"
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(str(notify_path))
+        notify.settimeout(0.05)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [placed, "--bus", "none", "--static", "%.6f,%.6f,10" % centre, "--db", db,
+             "--selections", work / "selections.db", "--socket", work / "sock", "--log-level", "warning"],
+            env={**os.environ, "NOTIFY_SOCKET": str(notify_path)}, stderr=subprocess.DEVNULL)
+        try:
+            while True:
+                try:
+                    if b"READY=1" in notify.recv(4096):
+                        break
+                except socket.timeout:
+                    if proc.poll() is not None:
+                        sys.exit("bench/big.py: placed exited with %d" % proc.returncode)
+            ready = (time.monotonic() - started) * 1000
+            client = VarlinkSocket(work / "sock")
+            while client.call(PLACES + ".Current").get("generation", 0) < 1:
+                pass
+            ranked = (time.monotonic() - started) * 1000
+            start_rss = memory(proc.pid)
+            reads = major_faults(proc.pid), cached_pages(db)
+            times = []
+            for lat, lon in drive:
+                t = time.monotonic()
+                client.call(PLACES + ".Rank", latitude=lat, longitude=lon, limit=5)
+                times.append((time.monotonic() - t) * 1e6)
+            drive_rss = memory(proc.pid)
+            peak = status(proc.pid)["VmHWM"]
+            client.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            notify.close()
+    return ready, ranked, start_rss, drive_rss, peak, times or [0.0], reads
+
+
+def major_faults(pid):
+    """Page faults of a process that had to read the disk (/proc/PID/stat majflt)."""
+    return int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[9])
 
 
 def index_part(files, bench):
@@ -209,6 +326,7 @@ def index_part(files, bench):
         if not db.exists():
             print("(%s: no places file; run the import part first)" % db)
             continue
+        os.sync()  # as the daemon part: cold reads not queued behind an earlier import's writeback
         out = subprocess.run([bench, "index", "--places-file", str(db), "--queries", "10000"], capture_output=True,
                              text=True)
         print(out.stdout + out.stderr, end="", flush=True)
@@ -389,6 +507,8 @@ def main():
     parser.add_argument("--sizes", default="10M,30M")
     parser.add_argument("--shapes", default="city,countryside")
     parser.add_argument("--parts", default="import,daemon,index,rank")
+    parser.add_argument("--no-references", action="store_true",
+                        help="import part: placectl alone, without the osmium runs beside it (half the time)")
     parser.add_argument("--rank-baseline", default=os.environ.get("PLACED_RANK_BASELINE"),
                         help="a placed binary measured beside this build's in the rank part ($PLACED_RANK_BASELINE)")
     args = parser.parse_args()
@@ -402,8 +522,15 @@ def main():
             if pbf:
                 files.append((shape, size, pbf))
     print("big: %d extract(s) in %s, %.0f GB free, %s" % (len(files), DATA, free_gb(), load()))
+    if args.build and "import" not in parts:
+        # The other parts read the places file: --build makes it too (untimed; the import part times it).
+        for shape, size, pbf in files:
+            db = DATA / ("%s-%s.db" % (shape, size))
+            if not db.exists():
+                print("importing %s into %s (once)..." % (pbf.name, db.name), flush=True)
+                subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
     if "import" in parts:
-        import_part(files, placectl)
+        import_part(files, placectl, references=not args.no_references)
     if "daemon" in parts:
         daemon_part(files, placed)
     if "index" in parts:

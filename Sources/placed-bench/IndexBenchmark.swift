@@ -226,11 +226,15 @@ func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) 
     }
     var buffer: [PlaceIndex.Neighbor] = []
     buffer.reserveCapacity(4096)
+    var found = 0
     func timeWithin() -> [Double] {
-        queries.map { q in
+        found = 0
+        return queries.map { q in
             let start = BenchClock.now()
             index.within(radius, of: q, into: &buffer)
-            return BenchClock.microseconds(since: start)
+            let microseconds = BenchClock.microseconds(since: start)
+            found += buffer.count
+            return microseconds
         }
     }
     // Mapped pages are not evicted while this process maps them: out of its page tables first.
@@ -253,7 +257,9 @@ func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) 
     _ = try timeRanking()  // the catalog's cache too: as a device that has been here
     let warmRanking = Percentiles(try timeRanking())
     let memory = LoadMeasurement.memory()
-    print("index on \(path): \(count) places (mapped), \(queryCount) queries near places, within \(Int(radius)) m")
+    print(
+        "index on \(path): \(count) places (mapped), \(queryCount) queries near places, within \(Int(radius)) m"
+            + " (\((Double(found) / Double(queryCount)).formatted(decimals: 1)) places a query)")
     print(
         "  kd-tree within p50 cold \(cold.p50.formatted(decimals: 2)) us (p99 \(cold.p99.formatted(decimals: 1))),"
             + " warm \(warm.p50.formatted(decimals: 2)) us (p99 \(warm.p99.formatted(decimals: 1)))")

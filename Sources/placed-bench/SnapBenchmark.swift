@@ -79,7 +79,11 @@ func snapBenchmark(_ arguments: [String]) throws {
     try goalSpread(places: places, catalog: catalog.catalog, ranker: ranker, options: options)
 
     print("\nranking time per fix (candidate query + rank, limit 5), \(options.timedFixes) fixes")
-    print("places      accuracy  candidates  listed  p50 us   p99 us")
+    print("  p50, p99: the first round over the fixes (each page of the mapping touched for the first time);")
+    print("  2nd: the same fixes a second time; faults, reads: minor and major (disk) page faults per fix (getrusage)")
+    print(
+        "places      accuracy  candidates  listed  p50 us   p99 us   2nd p50  2nd p99  faults   2nd faults reads    2nd reads"
+    )
     try timeRanking(
         places: places, catalog: catalog.catalog, ranker: ranker, label: "\(places.count)", options: options)
     let million = tiled(places, toAtLeast: 1_000_000)
@@ -403,25 +407,52 @@ func timeRanking(places: [Place], catalog: PlaceCatalog, ranker: Ranker, label: 
         var rng = SplitMix64(seed: options.seed &+ 77 &+ UInt64(accuracy))
         let sigma = AccuracyReading.radius95.sigma(forAccuracy: accuracy)
         let fixes = (0..<options.timedFixes).map { _ in sampler.next(&rng).fix(sigma: sigma, &rng) }
-        var microseconds: [Double] = []
-        microseconds.reserveCapacity(fixes.count)
+        // Two rounds over the same fixes: the first touches each page of the mapping for the first time
+        // (a minor fault each, the file being in the page cache), the second finds them mapped.
         var candidates = 0
         var listed = 0
-        for fix in fixes {
-            let start = BenchClock.now()
-            let ranking = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: Ranker.defaultLimit)
-            microseconds.append(BenchClock.microseconds(since: start))
-            candidates += try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate).count
-            listed += ranking.places.count
+        func round() throws -> (times: Percentiles, faults: Double, reads: Double) {
+            var microseconds: [Double] = []
+            microseconds.reserveCapacity(fixes.count)
+            let faultsBefore = pageFaults()
+            for fix in fixes {
+                let start = BenchClock.now()
+                let ranking = try catalog.rank(
+                    fix, with: ranker, picks: PickMemory(), now: 0, limit: Ranker.defaultLimit)
+                microseconds.append(BenchClock.microseconds(since: start))
+                listed += ranking.places.count
+            }
+            let faults = pageFaults()
+            let perFix = { (count: Int) in Double(count) / Double(fixes.count) }
+            return (
+                Percentiles(microseconds), perFix(faults.minor - faultsBefore.minor),
+                perFix(faults.major - faultsBefore.major)
+            )
         }
-        let times = Percentiles(microseconds)
+        let first = try round()
+        let second = try round()
+        for fix in fixes {
+            candidates += try catalog.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate).count
+        }
         let meanCandidates = Double(candidates) / Double(fixes.count)
-        let meanListed = Double(listed) / Double(fixes.count)
+        let meanListed = Double(listed) / Double(2 * fixes.count)
         print(
             "\(pad(label, 12))\(pad("\(Int(accuracy)) m", 10))\(pad(meanCandidates.formatted(decimals: 1), 12))"
-                + "\(pad(meanListed.formatted(decimals: 1), 8))\(pad(times.p50.formatted(decimals: 1), 9))\(times.p99.formatted(decimals: 1))"
+                + "\(pad(meanListed.formatted(decimals: 1), 8))\(pad(first.times.p50.formatted(decimals: 1), 9))"
+                + "\(pad(first.times.p99.formatted(decimals: 1), 9))\(pad(second.times.p50.formatted(decimals: 1), 9))"
+                + "\(pad(second.times.p99.formatted(decimals: 1), 9))\(pad(first.faults.formatted(decimals: 2), 9))"
+                + "\(pad(second.faults.formatted(decimals: 2), 11))\(pad(first.reads.formatted(decimals: 2), 9))"
+                + second.reads.formatted(decimals: 2)
         )
     }
+}
+
+/// Page faults of this process so far (getrusage): minor, a mapped page's first touch with the page in
+/// the page cache; major, one that read the disk (the places file's writer evicts what it wrote).
+func pageFaults() -> (minor: Int, major: Int) {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return (usage.ru_minflt, usage.ru_majflt)
 }
 
 /// Copies of the extract laid side by side (each shifted by the extract's extent, ids made unique)
