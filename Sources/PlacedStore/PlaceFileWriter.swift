@@ -127,12 +127,9 @@ public final class PlaceFileWriter: PlaceSink {
             try pointWriter.flush()
             let reader = SpillReader(file: points, size: pointWriter.offset)
             for number in 0..<count {
-                let bytes = try reader.read(16)
+                let point = try reader.readPoint()
                 guard lacksAddress(number) else { continue }
-                let longitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
-                let latitude = Double(
-                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
-                body(number, Coordinate(latitude: latitude, longitude: longitude))
+                body(number, point)
             }
         } catch {
             failure = error
@@ -149,12 +146,9 @@ public final class PlaceFileWriter: PlaceSink {
             var writer = FileWriter(descriptor: file.descriptor, path: file.name, offset: 0)
             let reader = SpillReader(file: points, size: pointWriter.offset)
             for number in 0..<count {
-                let bytes = try reader.read(16)
+                let point = try reader.readPoint()
                 guard lacksAddress(number) else { continue }
-                let longitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
-                let latitude = Double(
-                    bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
-                let (address, source) = resolve(Coordinate(latitude: latitude, longitude: longitude))
+                let (address, source) = resolve(point)
                 addressSources[.none, default: 0] -= 1
                 addressSources[source, default: 0] += 1
                 let text = Array((address ?? "").utf8)
@@ -675,6 +669,14 @@ final class SpillReader {
     deinit { buffer.deallocate() }
 
     /// The next `count` bytes, valid until the next call.
+    /// A spilled point: longitude, then latitude, each a little-endian Double.
+    func readPoint() throws(PlaceDatabaseError) -> Coordinate {
+        let bytes = try read(16)
+        let longitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+        let latitude = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        return Coordinate(latitude: latitude, longitude: longitude)
+    }
+
     func read(_ count: Int) throws(PlaceDatabaseError) -> UnsafeRawBufferPointer {
         if end - start < count {
             // Keep what is left, then fill the rest.
