@@ -40,10 +40,12 @@ let package = Package(
         // Seeded randomness and fixtures shared by the tests and the benchmarks; never in a shipped binary.
         .target(name: "PlacedTestSupport", dependencies: ["PlacedSystem"]),
 
+        // A POSIX thread running jobs in order: the import's pipeline stages.
+        .target(name: "PlacedThreads", swiftSettings: lean),
         // OpenStreetMap .osm.pbf decoding and place selection.
-        .target(name: "PlacedOSM", dependencies: ["PlacedCore", "CZlib"], swiftSettings: lean),
+        .target(name: "PlacedOSM", dependencies: ["PlacedCore", "PlacedThreads", "CZlib"], swiftSettings: lean),
         // SQLite: the places file (and the catalog ranked from it), selections, counts, last marker.
-        .target(name: "PlacedStore", dependencies: ["PlacedCore", "CSQLite"], swiftSettings: lean),
+        .target(name: "PlacedStore", dependencies: ["PlacedCore", "PlacedThreads", "CSQLite"], swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
         .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
         // Wire forms the daemon writes and its clients read: GeoJSON map features.
@@ -98,6 +100,7 @@ let package = Package(
         .testTarget(name: "PlacedJSONTests", dependencies: ["PlacedJSON", "PlacedTestSupport"]),
         .testTarget(name: "PlacedCoreTests", dependencies: ["PlacedCore", "PlacedTestSupport"]),
         .testTarget(name: "PlacedWireTests", dependencies: ["PlacedWire", "PlacedJSON"]),
+        .testTarget(name: "PlacedThreadsTests", dependencies: ["PlacedThreads"]),
         .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM", "PlacedTestSupport"]),
         .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore", "PlacedTestSupport"]),
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedTestSupport"]),

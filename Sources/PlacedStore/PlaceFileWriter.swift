@@ -1,5 +1,6 @@
 import CSQLite
 import PlacedCore
+import PlacedThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -258,6 +259,8 @@ public final class PlaceFileWriter: PlaceSink {
         // Bucket by bucket, in tree order: SQLite rows, the pack's columns and records.
         progress?("writing \(n) places")
         var columns = PackColumnsWriter(pack: pack, layout: layout)
+        var rows: RowInserter!
+        defer { rows?.stop() }
         var areaNumbers: [Int32] = []
         var areaCoordinates: [Coordinate] = []
         var areaReaches: [Double] = []
@@ -268,6 +271,8 @@ public final class PlaceFileWriter: PlaceSink {
                                    min_lat, min_lon, max_lat, max_lon, outline, address_source, names)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
+            // The rows go in on a thread of their own while this one decodes the places and writes the pack.
+            rows = RowInserter(insert: insert, firstRowID: 1)
             for (number, bucket) in buckets.enumerated() {
                 let first = number * perBucket
                 let size = bucketWriters[number].offset
@@ -310,7 +315,7 @@ public final class PlaceFileWriter: PlaceSink {
                         }
                         place.kind = kinds[Int(code)]
                         place.coordinate = coordinate
-                        try PlaceDatabase.insert(place, rowid: position + 1, with: insert)
+                        rows.add(place)
                         try columns.append(area: area, reach: reach, kind: code, record: record)
                         if area > 0 {
                             areaNumbers.append(Int32(position))
@@ -320,6 +325,7 @@ public final class PlaceFileWriter: PlaceSink {
                     }
                 }
             }
+            try rows.finish()
             try columns.finish(kinds: kinds)
             progress?("indexing \(areaNumbers.count) areas by reach")
             let reachIndex = ReachIndex(coordinates: areaCoordinates, reaches: areaReaches, members: areaNumbers)
@@ -703,5 +709,63 @@ final class SpillReader {
         }
         defer { start += count }
         return UnsafeRawBufferPointer(rebasing: buffer[start..<start + count])
+    }
+}
+
+/// The places' SQLite rows inserted in order on an `OrderedWorker`, in batches: the thread that decodes
+/// them goes on with the pack meanwhile. The rows are the ones inserting them in turn would make.
+final class RowInserter {
+    /// Places a job: enough that the hand-over costs nothing beside the inserts, few enough to be small.
+    static let batchSize = 2_048
+
+    private let insert: Statement
+    private let worker = OrderedWorker(depth: 4)
+    private var batch: [Place] = []
+    private var nextRowID: Int
+    /// The first failure on the worker (set there, read after `wait`).
+    private let failure = FailureBox()
+
+    init(insert: Statement, firstRowID: Int) {
+        self.insert = insert
+        nextRowID = firstRowID
+        batch.reserveCapacity(Self.batchSize)
+    }
+
+    func add(_ place: Place) {
+        batch.append(place)
+        if batch.count == Self.batchSize { flush() }
+    }
+
+    /// Waits for every row; throws the first insert's failure.
+    func finish() throws(SQLiteError) {
+        flush()
+        worker.wait()
+        if let error = failure.error { throw error }
+    }
+
+    func stop() { worker.stop() }
+
+    private func flush() {
+        guard !batch.isEmpty else { return }
+        let places = batch
+        let first = nextRowID
+        nextRowID += places.count
+        batch.removeAll(keepingCapacity: true)
+        let insert = insert
+        let failure = failure
+        worker.submit {
+            guard failure.error == nil else { return }
+            do throws(SQLiteError) {
+                for (offset, place) in places.enumerated() {
+                    try PlaceDatabase.insert(place, rowid: first + offset, with: insert)
+                }
+            } catch {
+                failure.error = error
+            }
+        }
+    }
+
+    private final class FailureBox: @unchecked Sendable {
+        var error: SQLiteError?
     }
 }

@@ -150,6 +150,32 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         #expect(directory.leftovers.isEmpty)
     }
 
+    /// The rows go in on a thread of their own, in batches, while the pack is written: every row still
+    /// holds the place the pack has at its number (rowid = number + 1), across many batches.
+    @Test func theSQLiteRowsMatchThePackPlaceByPlace() throws {
+        let directory = TemporaryDirectory()
+        let places = syntheticPlaces(3 * RowInserter.batchSize + 17, seed: 4) + [station]
+        let path = directory.file("places.db")
+        try PlaceDatabase.replace(at: path, with: places)
+        let set = try PlaceDatabase.open(path: path).load()
+        let database = try Database(path: path)
+        let rows = try database.prepare("SELECT rowid, id, name, kind, latitude, longitude FROM places ORDER BY rowid")
+        var count = 0
+        while try rows.step() {
+            let number = Int(rows.int64(at: 0)) - 1
+            #expect(number == count)
+            let place = try set.place(at: number)
+            #expect(rows.text(at: 1) == place.id)
+            #expect(rows.text(at: 2) == place.name)
+            #expect(rows.text(at: 3) == place.kind)
+            #expect(rows.double(at: 4) == place.coordinate.latitude)
+            #expect(rows.double(at: 5) == place.coordinate.longitude)
+            count += 1
+        }
+        #expect(count == places.count)
+        #expect(Set((0..<count).map { try! set.place(at: $0).id }) == Set(places.map(\.id)))
+    }
+
     @Test func emptyPlaceListIsAValidDatabase() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")
