@@ -43,6 +43,9 @@ struct ExtractCollector {
     private var addresses = AddressBook()
     /// The disk-backed import's address book, instead of `addresses`.
     var addressSpill: AddressSpill?
+    /// The disk-backed import's places and addresses, filed into `sink` and `addressSpill` on a thread of
+    /// their own (`startSpillWorker`).
+    private var spillWorker: SpillWorker?
 
     /// What an element's tags make of it.
     struct Description {
@@ -81,7 +84,13 @@ struct ExtractCollector {
 
     private mutating func emit(_ place: Place) {
         if firstLatitude == nil { firstLatitude = place.coordinate.latitude }
-        sink.add(place)
+        if let spillWorker { spillWorker.add(.place(place)) } else { sink.add(place) }
+    }
+
+    /// From now until `finish` resolves the addresses, places and addresses are filed on a second thread.
+    mutating func startSpillWorker() {
+        guard let addressSpill else { return }
+        spillWorker = SpillWorker(sink: sink, spill: addressSpill)
     }
 
     var nodeCount: Int { nodes.seen }
@@ -90,7 +99,9 @@ struct ExtractCollector {
 
     mutating func addNode(id: Int64, location: NodeLocation, tags: ElementTags, strings: StringTable) {
         if let lendable = tags.lendableAddress(strings) {
-            if let addressSpill {
+            if let spillWorker {
+                spillWorker.add(.point(location.coordinate, address: lendable))
+            } else if let addressSpill {
                 addressSpill.addPoint(location.coordinate, address: lendable)
             } else {
                 addresses.addPoint(location.coordinate, address: lendable)
@@ -239,6 +250,8 @@ struct ExtractCollector {
         // Node locations and ways are done with: their memory goes before the addresses' grids are built.
         nodes = NodeLocations()
         ways = WayStore()
+        spillWorker?.finish()
+        spillWorker = nil
         if let addressSpill {
             try addressSpill.assign(to: sink, referenceLatitude: firstLatitude ?? 0, memoryLimit: memoryLimit)
             self.addressSpill = nil
@@ -285,7 +298,9 @@ struct ExtractCollector {
     private mutating func add(_ geometry: MapFeature.Geometry, of id: String, _ description: Description) {
         guard let feature = description.feature, feature.isArea == (geometry.polygons != nil) else { return }
         if let address = description.buildingAddress, let polygons = geometry.polygons {
-            if let addressSpill {
+            if let spillWorker {
+                spillWorker.add(.building(polygons: polygons, address: address))
+            } else if let addressSpill {
                 addressSpill.addBuilding(polygons: polygons, address: address)
             } else {
                 addresses.addBuilding(polygons: polygons, address: address)
@@ -293,7 +308,9 @@ struct ExtractCollector {
         }
         if let street = description.streetName {
             let lines = geometry.polygons?.flatMap { $0 } ?? geometry.line.map { [$0] } ?? []
-            if let addressSpill {
+            if let spillWorker {
+                spillWorker.add(.street(name: street, lines: lines))
+            } else if let addressSpill {
                 addressSpill.addStreet(name: street, lines: lines)
             } else {
                 addresses.addStreet(name: street, lines: lines)
