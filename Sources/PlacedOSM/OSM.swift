@@ -75,29 +75,21 @@ public enum OSM {
                         elements: collector.elementCount, bytesRead: done, totalBytes: total, pass: pass,
                         passes: passCount, passName: name))
             }
-            if let blocks {
-                for block in blocks {
-                    guard let bytes = try reader.dataBlock(at: block.offset) else { break }
-                    do {
-                        try decoder.decode(bytes, into: &collector)
-                    } catch {
-                        throw .corruptBlob(path: path, offset: block.offset, reason: error.reason)
-                    }
-                    try check()
-                    done += block.size
-                    report()
-                }
-                return []
-            }
-            while let (bytes, offset) = try reader.nextDataBlock() {
+            // Read and decompressed a few blocks ahead on a second thread; decoded here in file order.
+            let prefetcher = BlockPrefetcher(reader: reader, offsets: blocks?.map(\.offset))
+            while let block = try prefetcher.next() {
                 do {
-                    try decoder.decode(bytes, into: &collector)
+                    try decoder.decode(block.bytes, into: &collector)
                 } catch {
-                    throw .corruptBlob(path: path, offset: offset, reason: error.reason)
+                    throw .corruptBlob(path: path, offset: block.offset, reason: error.reason)
                 }
                 try check()
-                seen.append(Block(offset: offset, size: reader.bytesRead - offset, kinds: decoder.kinds))
-                done = reader.bytesRead
+                if blocks == nil {
+                    seen.append(Block(offset: block.offset, size: block.end - block.offset, kinds: decoder.kinds))
+                    done = block.end
+                } else {
+                    done += block.end - block.offset
+                }
                 report()
             }
             return seen
@@ -110,6 +102,7 @@ public enum OSM {
                 bucketCount: AddressSpill.bucketCount(fileBytes: reader.totalBytes, memoryLimit: passes.memoryLimit))
             collector.memoryLimit = passes.memoryLimit
             collector.pass = .nodesAndWays
+            collector.startSpillWorker()
             let blocks = try read(1, "nodes and ways", blocks: nil)
             let wayBlocks = blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.ways != 0 }
             if collector.prepareMemberWays() > 0 {

@@ -24,7 +24,8 @@ final class PBFReader {
 
     private let fd: Int32
     private var blob: ByteBuffer
-    private var inflated: ByteBuffer
+    /// Where the next block's bytes go (a `BlockPrefetcher` hands each read a buffer of its own).
+    var output: ByteBuffer
     private let inflater: Inflater
 
     init(path: String) throws(OSMError) {
@@ -54,14 +55,14 @@ final class PBFReader {
         }
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
         blob = ByteBuffer()
-        inflated = ByteBuffer()
+        output = ByteBuffer()
         try readFileHeader()
     }
 
     deinit { close(fd) }
 
-    /// The next OSMData block's PrimitiveBlock bytes (valid until the next call) and its blob's
-    /// offset; nil at the end of the file.
+    /// The next OSMData block's PrimitiveBlock bytes (in `output`, valid until the next call into it)
+    /// and its blob's offset; nil at the end of the file.
     func nextDataBlock() throws(OSMError) -> (bytes: UnsafeRawBufferPointer, offset: Int)? {
         while let (type, offset) = try nextBlob() {
             if type == .data { return (try payload(offset: offset), offset) }
@@ -191,7 +192,12 @@ final class PBFReader {
                 throw .corruptBlob(
                     path: path, offset: offset, reason: "raw_size \(rawSize) but \(data.remaining) bytes")
             }
-            return data.bytes
+            // Copied out of the blob buffer, which the next read overwrites while this block may be in use.
+            output.reserve(max(data.remaining, 1))
+            output.count = data.remaining
+            let copy = UnsafeMutableRawBufferPointer(rebasing: output.bytes[0..<data.remaining])
+            if data.remaining > 0 { copy.copyMemory(from: data.bytes) }
+            return UnsafeRawBufferPointer(copy)
         case "zlib":
             guard let rawSize else {
                 throw .corruptBlob(path: path, offset: offset, reason: "zlib blob without raw_size")
@@ -199,15 +205,15 @@ final class PBFReader {
             guard rawSize <= Self.maxBlobSize else {
                 throw .oversizedBlob(path: path, offset: offset, size: rawSize, limit: Self.maxBlobSize)
             }
-            inflated.reserve(max(rawSize, 1))
-            inflated.count = rawSize
-            let output = UnsafeMutableRawBufferPointer(rebasing: inflated.bytes[0..<rawSize])
+            output.reserve(max(rawSize, 1))
+            output.count = rawSize
+            let inflated = UnsafeMutableRawBufferPointer(rebasing: output.bytes[0..<rawSize])
             do {
-                try inflater.inflate(data.bytes, into: output)
+                try inflater.inflate(data.bytes, into: inflated)
             } catch {
                 throw .corruptBlob(path: path, offset: offset, reason: error.description)
             }
-            return UnsafeRawBufferPointer(output)
+            return UnsafeRawBufferPointer(inflated)
         default:
             throw .unsupportedCompression(path: path, offset: offset, compression: compression)
         }
