@@ -99,27 +99,45 @@ extension PlaceDatabase {
     }
 
     static func insert(_ place: Place, rowid: Int, with insert: Statement) throws(SQLiteError) {
-        try insert.bind(Int64(rowid), at: 1)
-        try insert.bind(place.id, at: 2)
-        try insert.bind(place.name, at: 3)
-        try insert.bind(place.kind, at: 4)
-        try insert.bind(place.address, at: 5)
-        try insert.bind(place.coordinate.latitude, at: 6)
-        try insert.bind(place.coordinate.longitude, at: 7)
-        try insert.bind(place.area, at: 8)
-        try insert.bind(place.bounds?.minLatitude, at: 9)
-        try insert.bind(place.bounds?.minLongitude, at: 10)
-        try insert.bind(place.bounds?.maxLatitude, at: 11)
-        try insert.bind(place.bounds?.maxLongitude, at: 12)
-        if let outline = place.outline, !outline.isEmpty {
-            try insert.bind(blob: OutlineCoding.encode(outline), at: 13)
-        } else {
-            try insert.bindNull(at: 13)
-        }
-        try insert.bind(place.addressSource.rawValue, at: 14)
-        try insert.bind(LocalizedNamesCoding.encode(place.localizedNames), at: 15)
+        try bind(place, rowid: rowid, to: insert, after: 0)
         try insert.step()
         insert.reset()
+    }
+
+    /// The columns of `placeColumns`, one place's row, bound to parameters `offset + 1` on.
+    static func bind(_ place: Place, rowid: Int, to insert: Statement, after offset: Int32) throws(SQLiteError) {
+        try insert.bind(Int64(rowid), at: offset + 1)
+        try insert.bind(place.id, at: offset + 2)
+        try insert.bind(place.name, at: offset + 3)
+        try insert.bind(place.kind, at: offset + 4)
+        try insert.bind(place.address, at: offset + 5)
+        try insert.bind(place.coordinate.latitude, at: offset + 6)
+        try insert.bind(place.coordinate.longitude, at: offset + 7)
+        try insert.bind(place.area, at: offset + 8)
+        try insert.bind(place.bounds?.minLatitude, at: offset + 9)
+        try insert.bind(place.bounds?.minLongitude, at: offset + 10)
+        try insert.bind(place.bounds?.maxLatitude, at: offset + 11)
+        try insert.bind(place.bounds?.maxLongitude, at: offset + 12)
+        if let outline = place.outline, !outline.isEmpty {
+            try insert.bind(blob: OutlineCoding.encode(outline), at: offset + 13)
+        } else {
+            try insert.bindNull(at: offset + 13)
+        }
+        try insert.bind(place.addressSource.rawValue, at: offset + 14)
+        try insert.bind(LocalizedNamesCoding.encode(place.localizedNames), at: offset + 15)
+    }
+
+    /// The places table's columns in the order `bind` binds them.
+    static let placeColumns = """
+        rowid, id, name, kind, address, latitude, longitude, area, min_lat, min_lon, max_lat, max_lon, outline,
+        address_source, names
+        """
+
+    /// An INSERT of `rows` places' rows at once (`bind` each after 15 × its index).
+    static func insertSQL(rows: Int) -> String {
+        let row = "(" + Array(repeating: "?", count: 15).joined(separator: ", ") + ")"
+        let values = Array(repeating: row, count: rows).joined(separator: ", ")
+        return "INSERT INTO places(\(placeColumns)) VALUES \(values)"
     }
 
     /// The unique index of ids, after the rows; a repeated id is named.

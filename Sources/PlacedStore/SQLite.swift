@@ -227,10 +227,18 @@ public final class Statement {
 
     public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
         // Transient: SQLite copies the UTF-8 bytes, which live only for this call. The explicit
-        // length keeps an embedded NUL from cutting the text short.
-        try check(
-            sqlite3_bind_text(handle, index, value, Int32(value.utf8.count), placed_sqlite_transient()),
-            "bind")
+        // length keeps an embedded NUL from cutting the text short. A native string's own bytes when
+        // it has them (no C string made a bind); a null pointer would bind NULL, so "" goes as a C string.
+        var value = value
+        let result = value.withUTF8 { bytes -> Int32 in
+            guard let base = bytes.baseAddress, bytes.count > 0 else {
+                return sqlite3_bind_text(handle, index, "", 0, placed_sqlite_transient())
+            }
+            return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(handle, index, $0, Int32(bytes.count), placed_sqlite_transient())
+            }
+        }
+        try check(result, "bind")
     }
 
     public func bind(blob bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {

@@ -348,6 +348,28 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         #expect(read.int64(at: 1) == 3)
     }
 
+    /// Text is bound from the string's own UTF-8: "" is an empty text (not NULL), non-ASCII and a
+    /// substring's bytes as they are.
+    @Test func textIsBoundByteForByte() throws {
+        let database = try Database(path: ":memory:")
+        try database.execute("CREATE TABLE t(x TEXT)")
+        let insert = try database.prepare("INSERT INTO t VALUES (?)")
+        let long = String(repeating: "Mannerheimintie ", count: 40)
+        let texts = ["", "a", "Ääkkönen 𝄞 café", String("xxPuistokatuxx".dropFirst(2).dropLast(2)), long]
+        for text in texts {
+            try insert.bind(text, at: 1)
+            try insert.step()
+            insert.reset()
+        }
+        let read = try database.prepare("SELECT x, x IS NULL, length(CAST(x AS BLOB)) FROM t ORDER BY rowid")
+        for text in texts {
+            #expect(try read.step())
+            #expect(read.text(at: 0) == text)
+            #expect(read.int64(at: 1) == 0)
+            #expect(read.int64(at: 2) == Int64(text.utf8.count))
+        }
+    }
+
     @Test func transactionRollsBackOnError() throws {
         struct Boom: Error {}
         let database = try Database(path: ":memory:")
