@@ -525,15 +525,28 @@ extension JSON {
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
         // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
-        // Copied through withUTF8: appending a String's UTF8View goes byte by byte.
-        var text: String
         if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
-            text = String(Int64(number))
+            appendInteger(Int64(number), to: &output)
         } else {
-            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
-            text = number.description
+            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written;
+            // ShortestDouble writes it without building a String.
+            ShortestDouble.append(number, to: &output)
         }
-        text.withUTF8 { output.append(contentsOf: $0) }
+    }
+
+    /// `String(value)`'s digits, without the String.
+    private static func appendInteger(_ value: Int64, to output: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 { output.append(UInt8(ascii: "-")) }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// Appends `string` quoted and escaped as `encode(into:)` writes it.
