@@ -153,6 +153,19 @@ extension JSON {
         }
     }
 
+    /// `init(parsing:)` for the bytes a framer hands out (a slice of its buffer), without the generic
+    /// path's metadata lookups in the caller's module.
+    public init(parsing bytes: ArraySlice<UInt8>, depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONError) -> JSON in try JSON.parse(buffer, depthLimit: depthLimit) }
+        }
+        self = try result.get()
+    }
+
+    public init(parsing bytes: [UInt8], depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
+        try self.init(parsing: bytes[...], depthLimit: depthLimit)
+    }
+
     public init(parsing text: String, depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
         var text = text
         let result = text.withUTF8 { buffer in
@@ -334,12 +347,68 @@ private struct Parser {
                 return negative ? -Double(magnitude) : Double(magnitude)
             }
         }
+        if let exact = Self.exactDecimal(text) { return exact }
         // The grammar is checked above, so a failed or infinite conversion can only mean overflow.
         guard let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else {
             throw JSONError(.numberOutOfRange, offset: start)
         }
         return value
     }
+
+    /// A number whose digits (up to 15 significant ones; 60.1699123, 2.5e-3) and power of ten (at
+    /// most 22 either way) are both exact doubles, as one correctly rounded multiplication or division:
+    /// the same double strtod gives (Clinger's fast path), without making a String for it. Nil for
+    /// the rest. `text` has passed the grammar.
+    static func exactDecimal(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+        var index = 0
+        let negative = text[0] == UInt8(ascii: "-")
+        if negative { index = 1 }
+        var significand: UInt64 = 0
+        var digits = 0
+        var inFraction = false
+        var fractionDigits = 0
+        while index < text.count, text[index] != UInt8(ascii: "e"), text[index] != UInt8(ascii: "E") {
+            let byte = text[index]
+            index += 1
+            if byte == UInt8(ascii: ".") {
+                inFraction = true
+                continue
+            }
+            if inFraction { fractionDigits += 1 }
+            if significand == 0, byte == UInt8(ascii: "0") { continue }  // a leading zero is not significant
+            digits += 1
+            guard digits <= 15 else { return nil }
+            significand = significand * 10 + UInt64(byte &- UInt8(ascii: "0"))
+        }
+        var exponent = -fractionDigits
+        if index < text.count {
+            index += 1  // e
+            var exponentNegative = false
+            if text[index] == UInt8(ascii: "-") || text[index] == UInt8(ascii: "+") {
+                exponentNegative = text[index] == UInt8(ascii: "-")
+                index += 1
+            }
+            var stated = 0
+            while index < text.count {
+                stated = stated * 10 + Int(text[index] &- UInt8(ascii: "0"))
+                guard stated <= 400 else { return nil }
+                index += 1
+            }
+            exponent += exponentNegative ? -stated : stated
+        }
+        guard exponent >= -22, exponent <= 22 else { return significand == 0 ? (negative ? -0.0 : 0) : nil }
+        let magnitude =
+            exponent < 0
+            ? Double(significand) / exactPowersOfTen[-exponent]
+            : Double(significand) * exactPowersOfTen[exponent]
+        return negative ? -magnitude : magnitude
+    }
+
+    /// 10^0 ... 10^22, every one exactly a double.
+    static let exactPowersOfTen: [Double] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+        1e19, 1e20, 1e21, 1e22,
+    ]
 
     mutating func requireDigits() throws(JSONError) {
         guard isDigit(try peek()) else { throw JSONError(.invalidNumber, offset: position) }
