@@ -621,20 +621,52 @@ extension JSON {
     /// Appends `string` quoted and escaped as `encode(into:)` writes it.
     public static func encode(string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        var string = string
-        string.withUTF8 { bytes in
-            // Copy runs of bytes that need no escape in one go; most strings are a single run.
-            var runStart = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                appendEscape(of: byte, to: &output)
-                runStart = index + 1
-            }
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        // A native or small string's bytes are read in place; others (bridged) are copied once first.
+        if string.utf8.withContiguousStorageIfAvailable({ appendEscaped($0, to: &output) }) == nil {
+            var string = string
+            string.withUTF8 { appendEscaped($0, to: &output) }
         }
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// Copies runs of bytes that need no escape in one go (most strings are a single run), looking at
+    /// eight bytes at a time for the three that do: controls, the quote and the backslash.
+    private static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
+        var runStart = 0
+        var index = 0
+        while index < bytes.count {
+            if bytes.count - index >= 8 {
+                let word = UInt64(
+                    littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
+                if !mayNeedEscape(word) {
+                    index += 8
+                    continue
+                }
+            }
+            let end = min(index + 8, bytes.count)
+            while index < end {
+                let byte = bytes[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                    appendEscape(of: byte, to: &output)
+                    runStart = index + 1
+                }
+                index += 1
+            }
+        }
+        output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+    }
+
+    /// Whether any of the eight bytes is below 0x20, a quote or a backslash (never false when one is).
+    private static func mayNeedEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let below = (word &- ones &* 0x20) & ~word
+        let isQuote = (quote &- ones) & ~quote
+        let isBackslash = (backslash &- ones) & ~backslash
+        return (below | isQuote | isBackslash) & high != 0
     }
 
     private static func appendEscape(of byte: UInt8, to output: inout [UInt8]) {

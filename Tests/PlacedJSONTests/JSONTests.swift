@@ -266,3 +266,52 @@ private let nil_ = JSON.null
         #expect(throws: JSONError.self) { try JSON(parsing: Array("1 2 ".utf8)[...]) }
     }
 }
+
+@Suite struct JSONStringWritingTests {
+    /// The escaper, byte by byte, as the writer was before it looked at eight bytes at a time.
+    private func reference(_ string: String) -> [UInt8] {
+        var output: [UInt8] = [UInt8(ascii: "\"")]
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output += Array(#"\""#.utf8)
+            case UInt8(ascii: "\\"): output += Array(#"\\"#.utf8)
+            case 0x0A: output += Array(#"\n"#.utf8)
+            case 0x0D: output += Array(#"\r"#.utf8)
+            case 0x09: output += Array(#"\t"#.utf8)
+            case 0x08: output += Array(#"\b"#.utf8)
+            case 0x0C: output += Array(#"\f"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                output += Array(#"\u00"#.utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+        return output
+    }
+
+    @Test func escapesAtEveryPositionOfLongAndShortStrings() {
+        var rng = SplitMix64(seed: 25)
+        let pieces = ["a", "Z", "ä", "€", "😀", "\"", "\\", "\n", "\u{1}", "\u{1F}", " ", "\u{7F}", "~", "!", "]"]
+        for _ in 0..<20_000 {
+            let string = (0..<Int(rng.next() % 40)).map { _ in
+                rng.next() % 4 == 0 ? pieces[Int(rng.next() % UInt64(pieces.count))] : "abcdefgh"
+            }.joined()
+            var written: [UInt8] = []
+            JSON.encode(string: string, into: &written)
+            #expect(written == reference(string), "\(string.debugDescription)")
+        }
+        for length in 0..<20 {
+            for special in ["\"", "\\", "\u{0}", "\u{1F}", " ", "\u{20}", "!", "#", "[", "]"] {
+                for position in 0...length {
+                    let string =
+                        String(repeating: "x", count: position) + special
+                        + String(repeating: "y", count: length - position)
+                    var written: [UInt8] = []
+                    JSON.encode(string: string, into: &written)
+                    #expect(written == reference(string), "\(string.debugDescription)")
+                }
+            }
+        }
+    }
+}
