@@ -228,9 +228,11 @@ struct NodeLayout: Sendable {
     static let levelsPerBlock = 9
     /// Levels that hold an internal node (0: the root is a leaf).
     let depth: Int
-    /// Per band of levels: its first entry, and the entries from one block to the next.
-    let bases: SIMD4<Int>
-    let strides: SIMD4<Int>
+    /// Per band of levels (four at most: 36 levels), what `entry` adds to the block number times the
+    /// band's stride (the entries from one block to the next). Plain fields, not an indexed collection, so
+    /// the descent keeps them in registers.
+    let offset0, offset1, offset2, offset3: Int
+    let stride0, stride1, stride2, stride3: Int
     /// Entries in all, padding included.
     let entryCount: Int
 
@@ -253,8 +255,12 @@ struct NodeLayout: Sendable {
             total += strides[band] << (band * Self.levelsPerBlock)
             band += 1
         }
-        self.bases = bases
-        self.strides = strides
+        // entry = base + (root - first root of the band) * stride + index in the block, with the constant
+        // parts folded into one offset per band.
+        var offsets = SIMD4<Int>(repeating: 0)
+        for band in 0..<4 { offsets[band] = bases[band] - (strides[band] << (band * Self.levelsPerBlock)) - 1 }
+        (offset0, offset1, offset2, offset3) = (offsets[0], offsets[1], offsets[2], offsets[3])
+        (stride0, stride1, stride2, stride3) = (strides[0], strides[1], strides[2], strides[3])
         entryCount = total
     }
 
@@ -264,8 +270,10 @@ struct NodeLayout: Sendable {
         let band = depth / Self.levelsPerBlock
         let level = depth - band * Self.levelsPerBlock
         let root = heap >> level
-        let block = root - (1 << (band * Self.levelsPerBlock))
-        return bases[band] &+ block &* strides[band] &+ (heap - (root << level)) &+ ((1 << level) - 1)
+        let offset = band == 0 ? offset0 : band == 1 ? offset1 : band == 2 ? offset2 : offset3
+        let stride = band == 0 ? stride0 : band == 1 ? stride1 : band == 2 ? stride2 : stride3
+        // (heap - root << level) + (1 << level) is the node's heap number inside its block's subtree.
+        return offset &+ root &* stride &+ (heap - (root << level)) &+ (1 << level)
     }
 }
 
