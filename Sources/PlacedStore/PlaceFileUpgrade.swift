@@ -48,6 +48,8 @@ public enum PlaceFileUpgrade {
 
         let temporary = target + ".upgrading"
         unlink(temporary)
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind
         try writeSQLitePart(UnsafeRawBufferPointer(rebasing: file.bytes[0..<imageSize]), to: temporary, schema: schema)
         let descriptor = Glibc.open(temporary, O_RDWR | O_CLOEXEC)
         guard descriptor >= 0 else { throw .cannotWrite(path: temporary, operation: "open", errno: errno) }
@@ -121,6 +123,7 @@ public enum PlaceFileUpgrade {
         guard rename(temporary, target) == 0 else {
             throw .cannotWrite(path: target, operation: "rename", errno: errno)
         }
+        renamed = true
     }
 
     /// The SQLite part's bytes as a database file of its own, its meta `schema_version` raised to this one.
