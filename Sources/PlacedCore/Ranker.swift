@@ -181,7 +181,7 @@ public struct Ranker: Sendable {
             guard place.lowerBoundDistance(from: projection) <= radius else { continue }
             let distance = place.footprintDistance(from: projection)
             guard distance <= radius else { continue }
-            let prior = model.prior(ofKind: place.kind)
+            let prior = place.prior(in: model)
             let extent = place.area > 0 ? (place.area / .pi).squareRoot() : prior.pointExtent
             let s2 = variance + extent * extent / 4
             var weight = prior.weight
@@ -345,6 +345,9 @@ public struct Ranker: Sendable {
 /// `Place`s, and an id is read only where two scores tie).
 public protocol RankingCandidate {
     var kind: String { get }
+    /// `model.prior(ofKind: kind)`, which a candidate may have looked up before (by its kind's number in
+    /// a places file, not by hashing the string for every candidate of every ranking).
+    func prior(in model: RankingModel) -> RankingModel.KindPrior
     /// Square metres; 0 for a point.
     var area: Double { get }
     /// Never more than `footprintDistance`; cheap.
@@ -354,6 +357,10 @@ public protocol RankingCandidate {
     func hasID(_ id: String) -> Bool
     /// The whole place, for a ranking's list.
     var place: Place { get }
+}
+
+extension RankingCandidate {
+    public func prior(in model: RankingModel) -> RankingModel.KindPrior { model.prior(ofKind: kind) }
 }
 
 extension Place: RankingCandidate {

@@ -153,6 +153,19 @@ extension JSON {
         }
     }
 
+    /// `init(parsing:)` for the bytes a framer hands out (a slice of its buffer), without the generic
+    /// path's metadata lookups in the caller's module.
+    public init(parsing bytes: ArraySlice<UInt8>, depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONError) -> JSON in try JSON.parse(buffer, depthLimit: depthLimit) }
+        }
+        self = try result.get()
+    }
+
+    public init(parsing bytes: [UInt8], depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
+        try self.init(parsing: bytes[...], depthLimit: depthLimit)
+    }
+
     public init(parsing text: String, depthLimit: Int = JSON.defaultDepthLimit) throws(JSONError) {
         var text = text
         let result = text.withUTF8 { buffer in
@@ -334,12 +347,68 @@ private struct Parser {
                 return negative ? -Double(magnitude) : Double(magnitude)
             }
         }
+        if let exact = Self.exactDecimal(text) { return exact }
         // The grammar is checked above, so a failed or infinite conversion can only mean overflow.
         guard let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else {
             throw JSONError(.numberOutOfRange, offset: start)
         }
         return value
     }
+
+    /// A number whose digits (up to 15 significant ones; 60.1699123, 2.5e-3) and power of ten (at
+    /// most 22 either way) are both exact doubles, as one correctly rounded multiplication or division:
+    /// the same double strtod gives (Clinger's fast path), without making a String for it. Nil for
+    /// the rest. `text` has passed the grammar.
+    static func exactDecimal(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+        var index = 0
+        let negative = text[0] == UInt8(ascii: "-")
+        if negative { index = 1 }
+        var significand: UInt64 = 0
+        var digits = 0
+        var inFraction = false
+        var fractionDigits = 0
+        while index < text.count, text[index] != UInt8(ascii: "e"), text[index] != UInt8(ascii: "E") {
+            let byte = text[index]
+            index += 1
+            if byte == UInt8(ascii: ".") {
+                inFraction = true
+                continue
+            }
+            if inFraction { fractionDigits += 1 }
+            if significand == 0, byte == UInt8(ascii: "0") { continue }  // a leading zero is not significant
+            digits += 1
+            guard digits <= 15 else { return nil }
+            significand = significand * 10 + UInt64(byte &- UInt8(ascii: "0"))
+        }
+        var exponent = -fractionDigits
+        if index < text.count {
+            index += 1  // e
+            var exponentNegative = false
+            if text[index] == UInt8(ascii: "-") || text[index] == UInt8(ascii: "+") {
+                exponentNegative = text[index] == UInt8(ascii: "-")
+                index += 1
+            }
+            var stated = 0
+            while index < text.count {
+                stated = stated * 10 + Int(text[index] &- UInt8(ascii: "0"))
+                guard stated <= 400 else { return nil }
+                index += 1
+            }
+            exponent += exponentNegative ? -stated : stated
+        }
+        guard exponent >= -22, exponent <= 22 else { return significand == 0 ? (negative ? -0.0 : 0) : nil }
+        let magnitude =
+            exponent < 0
+            ? Double(significand) / exactPowersOfTen[-exponent]
+            : Double(significand) * exactPowersOfTen[exponent]
+        return negative ? -magnitude : magnitude
+    }
+
+    /// 10^0 ... 10^22, every one exactly a double.
+    static let exactPowersOfTen: [Double] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+        1e19, 1e20, 1e21, 1e22,
+    ]
 
     mutating func requireDigits() throws(JSONError) {
         guard isDigit(try peek()) else { throw JSONError(.invalidNumber, offset: position) }
@@ -525,34 +594,79 @@ extension JSON {
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
         // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
-        // Copied through withUTF8: appending a String's UTF8View goes byte by byte.
-        var text: String
         if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
-            text = String(Int64(number))
+            appendInteger(Int64(number), to: &output)
         } else {
-            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written.
-            text = number.description
+            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written;
+            // ShortestDouble writes it without building a String.
+            ShortestDouble.append(number, to: &output)
         }
-        text.withUTF8 { output.append(contentsOf: $0) }
+    }
+
+    /// `String(value)`'s digits, without the String.
+    private static func appendInteger(_ value: Int64, to output: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 { output.append(UInt8(ascii: "-")) }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// Appends `string` quoted and escaped as `encode(into:)` writes it.
     public static func encode(string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        var string = string
-        string.withUTF8 { bytes in
-            // Copy runs of bytes that need no escape in one go; most strings are a single run.
-            var runStart = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                appendEscape(of: byte, to: &output)
-                runStart = index + 1
-            }
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        // A native or small string's bytes are read in place; others (bridged) are copied once first.
+        if string.utf8.withContiguousStorageIfAvailable({ appendEscaped($0, to: &output) }) == nil {
+            var string = string
+            string.withUTF8 { appendEscaped($0, to: &output) }
         }
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// Copies runs of bytes that need no escape in one go (most strings are a single run), looking at
+    /// eight bytes at a time for the three that do: controls, the quote and the backslash.
+    private static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
+        var runStart = 0
+        var index = 0
+        while index < bytes.count {
+            if bytes.count - index >= 8 {
+                let word = UInt64(
+                    littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
+                if !mayNeedEscape(word) {
+                    index += 8
+                    continue
+                }
+            }
+            let end = min(index + 8, bytes.count)
+            while index < end {
+                let byte = bytes[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                    appendEscape(of: byte, to: &output)
+                    runStart = index + 1
+                }
+                index += 1
+            }
+        }
+        output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+    }
+
+    /// Whether any of the eight bytes is below 0x20, a quote or a backslash (never false when one is).
+    private static func mayNeedEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let below = (word &- ones &* 0x20) & ~word
+        let isQuote = (quote &- ones) & ~quote
+        let isBackslash = (backslash &- ones) & ~backslash
+        return (below | isQuote | isBackslash) & high != 0
     }
 
     private static func appendEscape(of byte: UInt8, to output: inout [UInt8]) {

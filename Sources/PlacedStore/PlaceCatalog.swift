@@ -19,6 +19,11 @@ public final class PlaceCatalog {
     private var recent: [Int: Place] = [:]
     private var older: [Int: Place] = [:]
     private var neighbours: [PlaceIndex.Neighbor] = []
+    /// The prior of each kind in the file (by the pack's kind number) under the model they were looked
+    /// up in: a candidate takes its prior from here instead of hashing its kind's string. Looked up
+    /// again only when the ranker's model changes (SIGHUP); the model is compared on every ranking,
+    /// which costs little while it is the same (its kinds dictionary is the same storage).
+    private var kindPriors: (model: RankingModel, priors: [RankingModel.KindPrior])?
     private var areaMembers: [Int32] = []
     /// Places per cache generation: the neighbourhood of a few moves in a dense city.
     public static let defaultCacheLimit = 4096
@@ -100,8 +105,10 @@ public final class PlaceCatalog {
         var found: [MappedCandidate] = []
         found.reserveCapacity(neighbours.count)
         let areas = placeSet.areas
+        let priors = priors(in: ranker.model)
         func add(_ number: Int) throws(PlaceDatabaseError) {
-            guard number >= 0, number < count, let candidate = MappedCandidate(database, number: number) else {
+            guard number >= 0, number < count, let candidate = MappedCandidate(database, number: number, priors: priors)
+            else {
                 throw .corrupt(path: path, detail: "place \(number) does not decode")
             }
             found.append(candidate)
@@ -115,6 +122,15 @@ public final class PlaceCatalog {
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
         countQuery(at: fix.coordinate)
         return ranking
+    }
+
+    /// `model.prior(ofKind:)` of every kind in the file, by kind number, and last that of the empty
+    /// kind a number beyond them reads as (`MappedCandidate.kind`).
+    private func priors(in model: RankingModel) -> [RankingModel.KindPrior] {
+        if let kindPriors, kindPriors.model == model { return kindPriors.priors }
+        let priors = (placeSet.database.kinds + [""]).map { model.prior(ofKind: $0) }
+        kindPriors = (model, priors)
+        return priors
     }
 
     public func contains(id: String) -> Bool {
@@ -167,6 +183,8 @@ struct MappedCandidate: RankingCandidate {
     /// Into `database.kinds`; the string is fetched when the ranker asks, so copying a candidate
     /// retains nothing.
     let kindCode: Int
+    /// The kind's prior in the ranker's model, looked up by the catalog (`PlaceCatalog.priors(in:)`).
+    let kindPrior: RankingModel.KindPrior
     let area: Double
     let coordinate: Coordinate
     let bounds: BoundingBox?
@@ -174,8 +192,9 @@ struct MappedCandidate: RankingCandidate {
     let outline: UnsafeRawBufferPointer
     let idBytes: UnsafeRawBufferPointer
 
-    /// Nil when the record does not decode.
-    init?(_ database: PlaceDatabase, number: Int) {
+    /// Nil when the record does not decode. `priors`: by kind number in the model the candidate is
+    /// ranked with, one more for a number beyond the file's kinds (`PlaceCatalog.priors(in:)`).
+    init?(_ database: PlaceDatabase, number: Int, priors: [RankingModel.KindPrior]) {
         let pack = database.pack
         let starts = pack[.recordStarts]
         let records = pack[.records]
@@ -211,6 +230,7 @@ struct MappedCandidate: RankingCandidate {
         self.database = database
         self.number = number
         kindCode = code
+        kindPrior = priors[min(code, priors.count - 1)]
         self.area = area
         coordinate = database.index.entry(atPosition: number).coordinate
         self.bounds = bounds
@@ -233,6 +253,9 @@ struct MappedCandidate: RankingCandidate {
     }
 
     var kind: String { kindCode < database.kinds.count ? database.kinds[kindCode] : "" }
+
+    /// Looked up in the ranker's model when the catalog made the candidate.
+    func prior(in model: RankingModel) -> RankingModel.KindPrior { kindPrior }
 
     var id: String { String(decoding: idBytes, as: UTF8.self) }
 

@@ -187,18 +187,18 @@ final class VarlinkConnection {
         case .object(let object)?: parameters = object
         default: return terminate(VarlinkError(invalid, ["reason": "parameters must be an object"]))
         }
-        var flags = (more: false, oneway: false)
-        for flag in ["more", "oneway", "upgrade"] {
-            let value: Bool
-            switch fields[flag] {
-            case nil, .null?: value = false
-            case .bool(let given)?: value = given
-            default: return terminate(VarlinkError(invalid, ["reason": .string("\(flag) must be a boolean")]))
+        func flag(_ name: String) -> Bool? {
+            switch fields[name] {
+            case nil, .null?: false
+            case .bool(let given)?: given
+            default: nil
             }
-            if flag == "more" { flags.more = value } else if flag == "oneway" { flags.oneway = value }
         }
-        let call = VarlinkCall(
-            method: method, parameters: parameters, more: flags.more, oneway: flags.oneway, connection: self)
+        guard let more = flag("more"), let oneway = flag("oneway"), flag("upgrade") != nil else {
+            let name = ["more", "oneway", "upgrade"].first { flag($0) == nil }!
+            return terminate(VarlinkError(invalid, ["reason": .string("\(name) must be a boolean")]))
+        }
+        let call = VarlinkCall(method: method, parameters: parameters, more: more, oneway: oneway, connection: self)
         if !call.oneway {
             state = isDrainingIdle ? .draining(call) : .serving(call)
         }

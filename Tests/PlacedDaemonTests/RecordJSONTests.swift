@@ -198,6 +198,53 @@ import Testing
         #expect(object["distance"] == .number(12.345678901234))
     }
 
+    /// The fast path of the `Rank` reply writes what the records of its places write.
+    @Test func placeListsAreWrittenAsTheirRecordsAre() throws {
+        var random = SplitMix64(seed: 24)
+        func string() -> String {
+            let pieces = ["a", "ä", "\"", "\\", "\n", "\u{1}", "😀", " ", "カ", "\u{7F}", "osm:node/123456789"]
+            return (0..<Int(random.next() % 6)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }
+                .joined()
+        }
+        var bare = cafe
+        bare.place.address = nil
+        bare.place.addressSource = .none
+        bare.distance = 0
+        bare.likelihood = 1
+        var odd = cafe
+        odd.place.name = "\u{0}\u{1F}\u{7F}\"\\/\u{2028}𝄞"
+        odd.distance = .nan
+        odd.likelihood = .infinity
+        var lists: [[RankedPlace]] = [[], [cafe], [bare], [cafe, bare, odd, cafe], [bare, bare]]
+        for _ in 0..<300 {
+            lists.append(
+                (0..<Int(random.next() % 21)).map { _ in
+                    var names: [String: String] = [:]
+                    for language in ["sv", "ja", "fi"] where random.next() % 2 == 0 { names[language] = string() }
+                    let sources = AddressSource.allCases
+                    return RankedPlace(
+                        place: Place(
+                            id: string(), name: string(), kind: string(),
+                            address: random.next() % 3 == 0 ? nil : string(),
+                            coordinate: Coordinate(
+                                latitude: random.uniform(in: -90...90), longitude: random.uniform(in: -180...180)),
+                            addressSource: sources[Int(random.next() % UInt64(sources.count))], localizedNames: names),
+                        distance: random.next() % 5 == 0 ? 0 : random.uniform(in: 0...300),
+                        likelihood: random.next() % 9 == 0
+                            ? Double(bitPattern: random.next()) : random.uniform(in: 0...1))
+                })
+        }
+        for places in lists {
+            for language in [nil, "sv", "ja_JP.UTF-8", "fi", "xx"] {
+                var fast: [UInt8] = []
+                PlaceListJSON.encode(parameters: places, language: language, into: &fast)
+                var parameters = Record()
+                parameters.set("places", .records(places.map { Record.place($0, language: language) }))
+                #expect(String(decoding: fast, as: UTF8.self) == written(parameters))
+            }
+        }
+    }
+
     @Test func aRecordReplyIsFramedAsTheJSONValueReply() throws {
         var parameters = Record()
         parameters.set("generation", .uint(3))

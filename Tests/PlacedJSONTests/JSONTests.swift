@@ -228,3 +228,90 @@ private func reason(_ text: String) -> JSONError.Reason? {
 
 /// `nil` cannot be a JSON literal (it would be ambiguous with Optional), so tests spell null this way.
 private let nil_ = JSON.null
+
+@Suite struct JSONNumberParsingTests {
+    /// The fast path for short decimals (Clinger's) must give the double strtod gives, bit for bit.
+    @Test func shortDecimalsParseAsStrtodDoes() throws {
+        var rng = SplitMix64(seed: 23)
+        var texts: [String] = [
+            "60.1699123", "-0.0", "0.0", "-0.000", "0.1", "0.2", "0.3", "2.5e-3", "1e22", "1e23", "1.5e-22",
+            "1.5e-23", "123456789012345.6", "1234567890123456.7", "0.000000000000000000000001", "9007199254740993.0",
+            "4.35e+2", "1E5", "-7.0e-0", "100.5", "0e500", "0.0e-400", "1e-400", "12345678901234567890e-5",
+        ]
+        for _ in 0..<50_000 {
+            let significand = rng.next() >> UInt64(rng.next() % 64)
+            let digits = String(significand)
+            let point = Int(rng.next() % UInt64(digits.count + 1))
+            var text = String(digits.prefix(point)) + "." + String(digits.dropFirst(point))
+            if text.hasPrefix(".") { text = "0" + text }
+            if text.hasSuffix(".") { text += "0" }
+            if rng.next() % 3 == 0 { text += "e\(Int(rng.next() % 61) - 30)" }
+            if rng.next() % 2 == 0 { text = "-" + text }
+            texts.append(text)
+        }
+        for _ in 0..<20_000 {
+            texts.append(String(Double(Int64.random(in: -1_800_000_000...1_800_000_000, using: &rng)) / 1e7))
+        }
+        for text in texts {
+            let expected = Double(text)!
+            let parsed = try JSON(parsing: text).double
+            #expect(parsed?.bitPattern == expected.bitPattern, "\(text)")
+        }
+    }
+
+    @Test func parsesSlicesAndArraysOfBytes() throws {
+        let bytes = Array(#"xx{"latitude":60.1699123,"limit":20}"#.utf8)
+        #expect(try JSON(parsing: bytes[2...]) == ["latitude": 60.1699123, "limit": 20])
+        #expect(try JSON(parsing: Array(bytes[2...])) == ["latitude": 60.1699123, "limit": 20])
+        #expect(throws: JSONError.self) { try JSON(parsing: Array("1 2 ".utf8)[...]) }
+    }
+}
+
+@Suite struct JSONStringWritingTests {
+    /// The escaper, byte by byte, as the writer was before it looked at eight bytes at a time.
+    private func reference(_ string: String) -> [UInt8] {
+        var output: [UInt8] = [UInt8(ascii: "\"")]
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output += Array(#"\""#.utf8)
+            case UInt8(ascii: "\\"): output += Array(#"\\"#.utf8)
+            case 0x0A: output += Array(#"\n"#.utf8)
+            case 0x0D: output += Array(#"\r"#.utf8)
+            case 0x09: output += Array(#"\t"#.utf8)
+            case 0x08: output += Array(#"\b"#.utf8)
+            case 0x0C: output += Array(#"\f"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                output += Array(#"\u00"#.utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+        return output
+    }
+
+    @Test func escapesAtEveryPositionOfLongAndShortStrings() {
+        var rng = SplitMix64(seed: 25)
+        let pieces = ["a", "Z", "ä", "€", "😀", "\"", "\\", "\n", "\u{1}", "\u{1F}", " ", "\u{7F}", "~", "!", "]"]
+        for _ in 0..<20_000 {
+            let string = (0..<Int(rng.next() % 40)).map { _ in
+                rng.next() % 4 == 0 ? pieces[Int(rng.next() % UInt64(pieces.count))] : "abcdefgh"
+            }.joined()
+            var written: [UInt8] = []
+            JSON.encode(string: string, into: &written)
+            #expect(written == reference(string), "\(string.debugDescription)")
+        }
+        for length in 0..<20 {
+            for special in ["\"", "\\", "\u{0}", "\u{1F}", " ", "\u{20}", "!", "#", "[", "]"] {
+                for position in 0...length {
+                    let string =
+                        String(repeating: "x", count: position) + special
+                        + String(repeating: "y", count: length - position)
+                    var written: [UInt8] = []
+                    JSON.encode(string: string, into: &written)
+                    #expect(written == reference(string), "\(string.debugDescription)")
+                }
+            }
+        }
+    }
+}

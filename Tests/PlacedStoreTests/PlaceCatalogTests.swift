@@ -103,6 +103,50 @@ private func rectangle(_ id: String, west: Double, south: Double, east: Double, 
     }
 }
 
+extension PlaceCatalogTests {
+    /// Mapped candidates take their kind's prior from the catalog's table by kind number: it must be the
+    /// model's prior of the kind (exact, by key, or the other kinds'), and follow the ranker's model when
+    /// it changes (a SIGHUP), as ranking the places in memory does.
+    @Test func kindPriorsFollowTheRankersModel() throws {
+        var rng = SplitMix64(seed: 12)
+        let kinds = ["amenity=cafe", "amenity=restaurant", "shop=bakery", "shop=unlisted", "leisure=park", "x=y", ""]
+        let places = (0..<400).map { i in
+            Place(
+                id: "osm:node/\(i)", name: "\(i)", kind: kinds[i % kinds.count],
+                coordinate: offset(east: rng.uniform(in: -200...200), north: rng.uniform(in: -200...200)))
+        }
+        var template = Array("/tmp/placed-catalog-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        let path = directory + "/places.db"
+        defer {
+            unlink(path)
+            rmdir(directory)
+        }
+        try PlaceDatabase.replace(at: path, with: places)
+        let catalog = try PlaceCatalog(path: path)
+        var changed = RankingModel.standard
+        changed.kinds["shop"] = .init(weight: 9, pointExtent: 30)
+        changed.kinds["amenity=cafe"] = .init(weight: 0.1)
+        changed.otherKinds = .init(weight: 4, pointExtent: 2)
+        let rankers = [try Ranker(), try Ranker(model: changed)]
+        var differed = 0
+        for round in 0..<120 {
+            let ranker = rankers[(round / 3) % 2]  // the model changes every third ranking
+            let fix = Fix(
+                receivedAt: 0,
+                coordinate: offset(east: rng.uniform(in: -150...150), north: rng.uniform(in: -150...150)),
+                mode: .twoD, accuracy: rng.uniform(in: 3...40))
+            let ranking = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: 20)
+            #expect(try ranking == ranker.rank(fix: fix, candidates: places, picks: PickMemory(), now: 0, limit: 20))
+            let other = rankers[1 - (round / 3) % 2]
+            if try ranking != other.rank(fix: fix, candidates: places, picks: PickMemory(), now: 0, limit: 20) {
+                differed += 1
+            }
+        }
+        #expect(differed > 100, "the two models rank differently, so a stale table would show")
+    }
+}
+
 @Suite struct MappedFileTests {
     /// Something truncates the places file in place under a catalog that has it mapped: reads past the
     /// new end would raise SIGBUS. They read zeros instead, the catalog says the file is damaged, and

@@ -233,6 +233,7 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
         for (parameters, name) in [
             (#"{"text":5}"#, "text"), (#"{}"#, "text"), (#"{"text":"a","count":"3"}"#, "count"),
             (#"{"text":"a","count":1.5}"#, "count"), (#"{"text":"a","colour":"red"}"#, "colour"),
+            (#"{"zz":1,"text":"a","colour":"red","m":0}"#, "colour"),  // the first unknown name in name order
         ] {
             let reply = try h.call(
                 client, #"{"method":"io.placed.Test.Echo","parameters":"# + parameters + "}")
@@ -417,6 +418,25 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
             try h.call(bystander, #"{"method":"io.placed.Test.Echo","parameters":{"text":"fine"}}"#)[
                 "parameters"] != nil)
         #expect(h.server.connectionCount == 1)
+    }
+
+    @Test func aFlagThatIsNotABooleanIsNamed() throws {
+        let h = try Harness()
+        for (flags, named) in [
+            (#""more":"yes""#, "more"), (#""oneway":1"#, "oneway"), (#""upgrade":[]"#, "upgrade"),
+            (#""more":true,"oneway":0"#, "oneway"), (#""oneway":false,"upgrade":"no""#, "upgrade"),
+        ] {
+            let client = try h.connect()
+            let reply = try h.call(client, #"{"method":"io.placed.Test.Echo","# + flags + "}")
+            #expect(errorName(reply) == "io.placed.Test.InvalidMessage", "\(flags)")
+            #expect(reply["parameters"]?["reason"]?.string == "\(named) must be a boolean", "\(flags)")
+        }
+        #expect(h.seen.isEmpty)
+        // null and absent flags are false.
+        let client = try h.connect()
+        let reply = try h.call(
+            client, #"{"method":"io.placed.Test.Echo","parameters":{"text":"a"},"more":null,"upgrade":false}"#)
+        #expect(reply["parameters"]?["text"] != nil)
     }
 
     @Test func malformedMessagesGetAnErrorThenDisconnect() throws {

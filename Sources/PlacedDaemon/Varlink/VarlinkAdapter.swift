@@ -116,9 +116,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                var parameters = Record()
-                parameters.set("places", .records(places.map { Record.place($0, language: language) }))
-                call.reply(parameters)
+                call.reply(places: places, language: language)
             case "Map":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
                 let language = try language(of: call)
