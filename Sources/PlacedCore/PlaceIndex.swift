@@ -8,8 +8,16 @@
 ///
 /// The coordinates are sorted in place into an implicit balanced kd-tree (the median of every
 /// range splits it, alternating longitude and latitude) with leaves of `nodeSize` points, so the
-/// whole index is two flat arrays and no node objects: 20 bytes a place, no pointers, cheap to
+/// whole index is flat arrays and no node objects: 20 bytes a place, no pointers, cheap to
 /// serialise and to load.
+///
+/// **Descent.** Each internal node's split (its median's coordinate on the node's axis) is also kept
+/// apart from the points, copied into blocks of nine tree levels (`NodeLayout`: 511 splits, one 4 kB
+/// page a block), so a descent from the root to a leaf reads one page every nine levels instead of one a
+/// level: three pages and the leaf's at 30 M places, where the medians themselves lie a page apart on
+/// every level. Mapped from a file, that is what a cold descent reads from the disk; warm, it is what
+/// the TLB and the caches miss on. A range query reads a median's point only where its box straddles the
+/// split (elsewhere the point lies outside the box, as the subtree it skips).
 ///
 /// **Distances** are metres on the local tangent plane at the query point — exactly
 /// `LocalProjection(origin: query).distance(to: place)`. Against the WGS-84 geodesic that is within
@@ -45,6 +53,8 @@ public struct PlaceIndex: Sendable {
     let storage: IndexStorage
     /// The data's bounding box: the root node's box for `nearest`.
     let bounds: (minLongitude: Double, minLatitude: Double, maxLongitude: Double, maxLatitude: Double)
+    /// Where each internal node's split point is in `storage.nodes`.
+    let layout: NodeLayout
 
     public var count: Int { storage.count }
     public var isEmpty: Bool { storage.count == 0 }
@@ -80,6 +90,8 @@ public struct PlaceIndex: Sendable {
     init(nodeSize: Int, storage: IndexStorage) {
         self.nodeSize = nodeSize
         self.storage = storage
+        layout = NodeLayout(count: storage.count, nodeSize: nodeSize)
+        if storage.nodes == nil { storage.copyNodes(layout, nodeSize: nodeSize) }
         var minX = Double.infinity
         var minY = Double.infinity
         var maxX = -Double.infinity
@@ -131,18 +143,24 @@ public struct PlaceIndex: Sendable {
     }
 }
 
-/// The arrays of a `PlaceIndex`: interleaved (longitude, latitude) in tree order and, unless every place
-/// is numbered by its position, the place number at each position. Either allocated (and freed here) or
-/// borrowed from memory `owner` keeps alive, such as a read-only mapping of the places file.
+/// The arrays of a `PlaceIndex`: interleaved (longitude, latitude) in tree order, the internal nodes'
+/// split points (`NodeLayout`) and, unless every place is numbered by its position, the place number at
+/// each position. Either allocated (and freed here) or borrowed from memory `owner` keeps alive, such as a
+/// read-only mapping of the places file.
 final class IndexStorage: @unchecked Sendable {
     let points: UnsafeBufferPointer<Double>
     /// nil: the place at position i is place i.
     let ids: UnsafeBufferPointer<Int32>?
+    /// Each internal node's split (its median's longitude at even depths, latitude at odd), at
+    /// `NodeLayout.entry`; nil until `copyNodes` for an index that did not come with them. Set once,
+    /// before the index is shared.
+    private(set) var nodes: UnsafeBufferPointer<Double>?
     let count: Int
     /// The points' box when known without a scan (from a serialized header).
     let bounds: (Double, Double, Double, Double)?
     private let owner: AnyObject?
     private let owned: Bool
+    private var ownsNodes = false
 
     init(owning points: UnsafeMutableBufferPointer<Double>, ids: UnsafeMutableBufferPointer<Int32>?) {
         self.points = UnsafeBufferPointer(points)
@@ -155,10 +173,11 @@ final class IndexStorage: @unchecked Sendable {
 
     init(
         borrowing points: UnsafeBufferPointer<Double>, ids: UnsafeBufferPointer<Int32>?,
-        bounds: (Double, Double, Double, Double)?, owner: AnyObject
+        nodes: UnsafeBufferPointer<Double>?, bounds: (Double, Double, Double, Double)?, owner: AnyObject
     ) {
         self.points = points
         self.ids = ids
+        self.nodes = nodes
         count = points.count / 2
         self.bounds = bounds
         self.owner = owner
@@ -166,9 +185,26 @@ final class IndexStorage: @unchecked Sendable {
     }
 
     deinit {
+        if ownsNodes { nodes?.deallocate() }
         guard owned else { return }
         points.deallocate()
         ids?.deallocate()
+    }
+
+    /// Copies every internal node's split into its place in `layout` (reading one point a node).
+    func copyNodes(_ layout: NodeLayout, nodeSize: Int) {
+        let nodes = UnsafeMutableBufferPointer<Double>.allocate(capacity: layout.entryCount)
+        nodes.initialize(repeating: 0)
+        func visit(_ left: Int, _ right: Int, _ heap: Int, _ depth: Int) {
+            guard right - left > nodeSize else { return }
+            let m = (left + right) >> 1
+            nodes[layout.entry(heap: heap, depth: depth)] = points[2 * m + (depth & 1)]
+            visit(left, m - 1, 2 * heap, depth + 1)
+            visit(m + 1, right, 2 * heap + 1, depth + 1)
+        }
+        if count > 0 { visit(0, count - 1, 1, 0) }
+        self.nodes = UnsafeBufferPointer(nodes)
+        ownsNodes = true
     }
 
     /// The place number at `position`; -1 for a borrowed id outside `0..<count` (damaged bytes are never
@@ -178,6 +214,66 @@ final class IndexStorage: @unchecked Sendable {
         guard let ids else { return position }
         let id = Int(ids[position])
         return id >= 0 && id < count ? id : -1
+    }
+}
+
+/// Where the internal nodes' splits are stored: in blocks of `levelsPerBlock` tree levels, each block one
+/// subtree in heap order (its root first, then its two children, …), the blocks of one band of levels
+/// side by side in the order of their roots. A block of nine full levels is 511 splits of 8 bytes, padded
+/// to 4,096: one page, aligned when the index is. A band of fewer levels (the last) packs its blocks
+/// without padding. A node is named by its heap number (the root 1, the children of k 2k and 2k + 1) and
+/// its depth; the median split is balanced, so every internal node lies in the first `depth` levels and
+/// the layout has no holes but the padding.
+struct NodeLayout: Sendable {
+    static let levelsPerBlock = 9
+    /// Levels that hold an internal node (0: the root is a leaf).
+    let depth: Int
+    /// Per band of levels (four at most: 36 levels), what `entry` adds to the block number times the
+    /// band's stride (the entries from one block to the next). Plain fields, not an indexed collection, so
+    /// the descent keeps them in registers.
+    let offset0, offset1, offset2, offset3: Int
+    let stride0, stride1, stride2, stride3: Int
+    /// Entries in all, padding included.
+    let entryCount: Int
+
+    init(count: Int, nodeSize: Int) {
+        var depth = 0
+        var size = count
+        while size - 1 > nodeSize {  // the larger half of a range goes on being split longest
+            depth += 1
+            size -= 1 + (size - 1) / 2
+        }
+        self.depth = depth
+        var bases = SIMD4<Int>(repeating: 0)
+        var strides = SIMD4<Int>(repeating: 0)
+        var total = 0
+        var band = 0
+        while band * Self.levelsPerBlock < depth {
+            let levels = Swift.min(Self.levelsPerBlock, depth - band * Self.levelsPerBlock)
+            bases[band] = total
+            strides[band] = levels == Self.levelsPerBlock ? 1 << levels : (1 << levels) - 1
+            total += strides[band] << (band * Self.levelsPerBlock)
+            band += 1
+        }
+        // entry = base + (root - first root of the band) * stride + index in the block, with the constant
+        // parts folded into one offset per band.
+        var offsets = SIMD4<Int>(repeating: 0)
+        for band in 0..<4 { offsets[band] = bases[band] - (strides[band] << (band * Self.levelsPerBlock)) - 1 }
+        (offset0, offset1, offset2, offset3) = (offsets[0], offsets[1], offsets[2], offsets[3])
+        (stride0, stride1, stride2, stride3) = (strides[0], strides[1], strides[2], strides[3])
+        entryCount = total
+    }
+
+    /// The entry of the node with heap number `heap` at `depth` (< `self.depth`).
+    @inline(__always)
+    func entry(heap: Int, depth: Int) -> Int {
+        let band = depth / Self.levelsPerBlock
+        let level = depth - band * Self.levelsPerBlock
+        let root = heap >> level
+        let offset = band == 0 ? offset0 : band == 1 ? offset1 : band == 2 ? offset2 : offset3
+        let stride = band == 0 ? stride0 : band == 1 ? stride1 : band == 2 ? stride2 : stride3
+        // (heap - root << level) + (1 << level) is the node's heap number inside its block's subtree.
+        return offset &+ root &* stride &+ (heap - (root << level)) &+ (1 << level)
     }
 }
 
@@ -247,18 +343,22 @@ extension PlaceIndex {
 
         let storage = self.storage
         let points = storage.points
-        // A stack of nodes: range, axis, box and the box's lower bound on distance.
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { ranges in
+        let nodes = storage.nodes ?? UnsafeBufferPointer(start: nil, count: 0)
+        let layout = self.layout
+        // A stack of nodes: range, heap number and depth (its parity the axis), box and the box's lower
+        // bound on distance.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * Self.stackDepth) { ranges in
             withUnsafeTemporaryAllocation(of: Double.self, capacity: 5 * Self.stackDepth) { boxes in
                 var top = 0
                 func push(
-                    _ left: Int, _ right: Int, _ axis: Int, _ box: (Double, Double, Double, Double)
+                    _ left: Int, _ right: Int, _ heap: Int, _ depth: Int, _ box: (Double, Double, Double, Double)
                 ) {
                     let bound = metric.distance(toBox: box)
                     guard bound <= maxDistance else { return }
-                    ranges[3 * top] = left
-                    ranges[3 * top + 1] = right
-                    ranges[3 * top + 2] = axis
+                    ranges[4 * top] = left
+                    ranges[4 * top + 1] = right
+                    ranges[4 * top + 2] = heap
+                    ranges[4 * top + 3] = depth
                     boxes[5 * top] = box.0
                     boxes[5 * top + 1] = box.1
                     boxes[5 * top + 2] = box.2
@@ -266,8 +366,8 @@ extension PlaceIndex {
                     boxes[5 * top + 4] = bound
                     top += 1
                 }
-                func consider(_ position: Int) {
-                    let d = metric.distance(points[2 * position], points[2 * position + 1])
+                func consider(_ position: Int, _ x: Double, _ y: Double) {
+                    let d = metric.distance(x, y)
                     guard d <= maxDistance else { return }
                     let id = storage.id(at: position)
                     guard id >= 0 else { return }
@@ -281,33 +381,37 @@ extension PlaceIndex {
                     }
                 }
 
-                push(0, count - 1, 0, bounds)
+                push(0, count - 1, 1, 0, bounds)
                 while top > 0 {
                     top -= 1
-                    let left = ranges[3 * top]
-                    let right = ranges[3 * top + 1]
-                    let axis = ranges[3 * top + 2]
+                    let left = ranges[4 * top]
+                    let right = ranges[4 * top + 1]
+                    let heap = ranges[4 * top + 2]
+                    let depth = ranges[4 * top + 3]
                     let box = (boxes[5 * top], boxes[5 * top + 1], boxes[5 * top + 2], boxes[5 * top + 3])
                     // Strictly farther: an equally distant point may still win on index.
                     if result.count == limit && boxes[5 * top + 4] > result[0].distance { continue }
 
                     if right - left <= nodeSize {
-                        for position in left...right { consider(position) }
+                        for position in left...right {
+                            consider(position, points[2 * position], points[2 * position + 1])
+                        }
                         continue
                     }
                     let m = (left + right) >> 1
-                    consider(m)
-                    let split = points[2 * m + axis]
+                    consider(m, points[2 * m], points[2 * m + 1])
+                    let axis = depth & 1
+                    let split = nodes[layout.entry(heap: heap, depth: depth)]
                     let low = axis == 0 ? (box.0, box.1, split, box.3) : (box.0, box.1, box.2, split)
                     let high = axis == 0 ? (split, box.1, box.2, box.3) : (box.0, split, box.2, box.3)
                     let centerValue = axis == 0 ? center.longitude : center.latitude
                     // Far side first, so the near side is popped (and tightens the bound) first.
                     if centerValue < split {
-                        push(m + 1, right, 1 - axis, high)
-                        push(left, m - 1, 1 - axis, low)
+                        push(m + 1, right, 2 * heap + 1, depth + 1, high)
+                        push(left, m - 1, 2 * heap, depth + 1, low)
                     } else {
-                        push(left, m - 1, 1 - axis, low)
-                        push(m + 1, right, 1 - axis, high)
+                        push(left, m - 1, 2 * heap, depth + 1, low)
+                        push(m + 1, right, 2 * heap + 1, depth + 1, high)
                     }
                 }
             }
@@ -331,11 +435,15 @@ extension PlaceIndex {
         let looseSquare = radius * radius * (1 + 1e-9)
         let storage = self.storage
         let points = storage.points
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Self.stackDepth) { stack in
-            @inline(__always) func consider(_ i: Int) {
+        let nodes = storage.nodes ?? UnsafeBufferPointer(start: nil, count: 0)
+        let layout = self.layout
+        let nodeSize = self.nodeSize
+        // Int32 fields: 1 kB, which Swift keeps on the stack (a larger temporary allocation is a malloc a query).
+        withUnsafeTemporaryAllocation(of: Int32.self, capacity: 4 * Self.stackDepth) { stack in
+            @inline(__always) func consider(_ i: Int, _ x: Double, _ y: Double) {
                 // No box test per point: the distance is as cheap and never mispredicted.
-                let east = metric.longitudeDelta(points[2 * i]) * metric.metresPerDegreeLongitude
-                let north = (points[2 * i + 1] - metric.latitude) * metric.metresPerDegreeLatitude
+                let east = metric.longitudeDelta(x) * metric.metresPerDegreeLongitude
+                let north = (y - metric.latitude) * metric.metresPerDegreeLatitude
                 let square = east * east + north * north
                 if square <= looseSquare {
                     let d = square.squareRoot()
@@ -345,34 +453,47 @@ extension PlaceIndex {
                     }
                 }
             }
+            // A node: its range of positions, heap number and depth (the depth's parity is its axis).
             stack[0] = 0
-            stack[1] = count - 1
-            stack[2] = 0
+            stack[1] = Int32(count - 1)
+            stack[2] = 1
+            stack[3] = 0
             var top = 1
             while top > 0 {
                 top -= 1
-                let left = stack[3 * top]
-                let right = stack[3 * top + 1]
-                let axis = stack[3 * top + 2]
+                let left = Int(stack[4 * top])
+                let right = Int(stack[4 * top + 1])
+                let heap = Int(stack[4 * top + 2])
+                let depth = Int(stack[4 * top + 3])
                 if right - left <= nodeSize {
-                    for i in left...right { consider(i) }
+                    for i in left...right { consider(i, points[2 * i], points[2 * i + 1]) }
                     continue
                 }
                 let m = (left + right) >> 1
-                consider(m)
-                let split = points[2 * m + axis]
-                let goLow = axis == 0 ? (box.west <= split || box.otherWest <= split) : box.minY <= split
-                let goHigh = axis == 0 ? (box.east >= split || box.otherEast >= split) : box.maxY >= split
+                let split = nodes[layout.entry(heap: heap, depth: depth)]
+                let goLow: Bool
+                let goHigh: Bool
+                if depth & 1 == 0 {
+                    goLow = box.west <= split || box.otherWest <= split
+                    goHigh = box.east >= split || box.otherEast >= split
+                } else {
+                    goLow = box.minY <= split
+                    goHigh = box.maxY >= split
+                }
+                // A median off the box on this axis is as far as the side skipped: its point is not read.
+                if goLow && goHigh { consider(m, points[2 * m], points[2 * m + 1]) }
                 if goLow {
-                    stack[3 * top] = left
-                    stack[3 * top + 1] = m - 1
-                    stack[3 * top + 2] = 1 - axis
+                    stack[4 * top] = Int32(truncatingIfNeeded: left)
+                    stack[4 * top + 1] = Int32(truncatingIfNeeded: m - 1)
+                    stack[4 * top + 2] = Int32(truncatingIfNeeded: 2 * heap)
+                    stack[4 * top + 3] = Int32(truncatingIfNeeded: depth + 1)
                     top += 1
                 }
                 if goHigh {
-                    stack[3 * top] = m + 1
-                    stack[3 * top + 1] = right
-                    stack[3 * top + 2] = 1 - axis
+                    stack[4 * top] = Int32(truncatingIfNeeded: m + 1)
+                    stack[4 * top + 1] = Int32(truncatingIfNeeded: right)
+                    stack[4 * top + 2] = Int32(truncatingIfNeeded: 2 * heap + 1)
+                    stack[4 * top + 3] = Int32(truncatingIfNeeded: depth + 1)
                     top += 1
                 }
             }
@@ -677,45 +798,82 @@ public enum PlaceIndexDecodingError: Error, Equatable, Sendable, CustomStringCon
 extension PlaceIndex {
     // Layout, little-endian: "PKDX", version u16, nodeSize u16, count u32, flags u32; version 2 then the
     // points' box (min longitude, min latitude, max longitude, max latitude) f64 × 4; ids i32 × count
-    // unless flag 1 (every place numbered by its position) left them out; zero padding to a multiple of 8;
-    // then (longitude, latitude) f64 × count. Version 1 had no box and always the ids.
+    // unless flag 1 (every place numbered by its position) left them out; version 3 then the internal
+    // nodes' splits, f64 × `NodeLayout.entryCount`, from an offset that is a multiple of 4,096 when there
+    // is more than one band of blocks (of 8 otherwise), so that a block is a page of a page-aligned index;
+    // then (longitude, latitude) f64 × count. Version 1 had no box and always the ids; versions 1 and 2 had no nodes (they are copied from
+    // the points when such an index is read).
     static let magic: [UInt8] = Array("PKDX".utf8)
-    static let formatVersion = 2
+    package static let formatVersion = 3
     static let identityFlag: UInt32 = 1
 
-    static func layout(version: Int, count: Int, identity: Bool) -> (idsOffset: Int, pointsOffset: Int, total: Int) {
+    struct Layout {
+        var idsOffset: Int
+        var nodesOffset: Int
+        var nodeEntries: Int
+        var pointsOffset: Int
+        var total: Int
+    }
+
+    static func layout(version: Int, count: Int, nodeSize: Int, identity: Bool) -> Layout {
         let header = version == 1 ? 16 : 48
         let idsEnd = header + (identity ? 0 : 4 * count)
-        let pointsOffset = (idsEnd + 7) & ~7
-        return (header, pointsOffset, pointsOffset + 16 * count)
+        var nodesOffset = idsEnd
+        var nodeEntries = 0
+        if version >= 3 {
+            let nodes = NodeLayout(count: count, nodeSize: nodeSize)
+            let alignment = nodes.depth > NodeLayout.levelsPerBlock ? 4096 : 8
+            nodesOffset = (idsEnd + alignment - 1) / alignment * alignment
+            nodeEntries = nodes.entryCount
+        }
+        let pointsOffset = (nodesOffset + 8 * nodeEntries + 7) & ~7
+        return Layout(
+            idsOffset: header, nodesOffset: nodesOffset, nodeEntries: nodeEntries, pointsOffset: pointsOffset,
+            total: pointsOffset + 16 * count)
     }
+
+    /// Bytes `serialized()` writes for `count` places numbered by position (`serializeNumberedByPosition`).
+    public static func serializedSize(count: Int, nodeSize: Int = 64) -> Int {
+        layout(version: formatVersion, count: count, nodeSize: nodeSize, identity: true).total
+    }
+
+    /// Where the serialized index should start in a file for its node blocks to be pages of it.
+    public var serializedAlignment: Int { layout.depth > NodeLayout.levelsPerBlock ? 4096 : 8 }
 
     /// The index as bytes, to store beside the places it indexes (`init(serialized:)` reads it back, and
     /// `init(mapping:owner:)` uses it in place).
-    public func serialized() -> [UInt8] {
+    public func serialized() -> [UInt8] { serialized(formatVersion: Self.formatVersion) }
+
+    /// The bytes of format 2 or 3 (2 has no nodes: what files of schema 4 hold, for tests of reading them).
+    package func serialized(formatVersion version: Int) -> [UInt8] {
         let identity = storage.ids == nil
-        let layout = Self.layout(version: Self.formatVersion, count: count, identity: identity)
+        let layout = Self.layout(version: version, count: count, nodeSize: nodeSize, identity: identity)
         return [UInt8](unsafeUninitializedCapacity: layout.total) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
-            writeSerialized(into: raw)
+            writeSerialized(into: raw, version: version)
             initialized = layout.total
         }
     }
 
     /// Bytes `serialized()` writes.
     public var serializedSize: Int {
-        Self.layout(version: Self.formatVersion, count: count, identity: storage.ids == nil).total
+        Self.layout(version: Self.formatVersion, count: count, nodeSize: nodeSize, identity: storage.ids == nil).total
     }
 
     /// Writes `serialized()` into `raw` (exactly `serializedSize` bytes), as an importer writes it
     /// straight into a file's buffer.
     public func writeSerialized(into raw: UnsafeMutableRawBufferPointer) {
+        writeSerialized(into: raw, version: Self.formatVersion)
+    }
+
+    private func writeSerialized(into raw: UnsafeMutableRawBufferPointer, version: Int) {
+        precondition(version == 2 || version == 3, "PlaceIndex.writeSerialized: format \(version)")
         let identity = storage.ids == nil
-        let layout = Self.layout(version: Self.formatVersion, count: count, identity: identity)
+        let layout = Self.layout(version: version, count: count, nodeSize: nodeSize, identity: identity)
         precondition(raw.count == layout.total, "PlaceIndex.writeSerialized: wrong buffer size")
         raw.initializeMemory(as: UInt8.self, repeating: 0)
         for (i, byte) in Self.magic.enumerated() { raw[i] = byte }
-        raw.storeBytes(of: UInt16(Self.formatVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
+        raw.storeBytes(of: UInt16(version).littleEndian, toByteOffset: 4, as: UInt16.self)
         raw.storeBytes(of: UInt16(nodeSize).littleEndian, toByteOffset: 6, as: UInt16.self)
         raw.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 8, as: UInt32.self)
         raw.storeBytes(of: (identity ? Self.identityFlag : 0).littleEndian, toByteOffset: 12, as: UInt32.self)
@@ -728,6 +886,11 @@ extension PlaceIndex {
             for (i, id) in ids.enumerated() {
                 raw.storeBytes(of: id.littleEndian, toByteOffset: layout.idsOffset + 4 * i, as: Int32.self)
             }
+        }
+        for (i, value) in (storage.nodes ?? UnsafeBufferPointer(start: nil, count: 0)).prefix(layout.nodeEntries)
+            .enumerated()
+        {
+            raw.storeBytes(of: value.bitPattern.littleEndian, toByteOffset: layout.nodesOffset + 8 * i, as: UInt64.self)
         }
         for (i, value) in storage.points.enumerated() {
             raw.storeBytes(
@@ -752,19 +915,28 @@ extension PlaceIndex {
             }
         }
         try header.withUnsafeBytes { try body($0) }
-        let points = storage.points
-        let chunk = 1 << 16
-        var start = 0
-        while start < points.count {
-            let end = Swift.min(points.count, start + chunk)
-            #if _endian(little)
-                try body(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: points[start..<end])))
-            #else
-                let swapped = points[start..<end].map { $0.bitPattern.littleEndian }
-                try swapped.withUnsafeBytes { try body($0) }
-            #endif
-            start = end
+        let layout = Self.layout(version: Self.formatVersion, count: count, nodeSize: nodeSize, identity: true)
+        func stream(_ values: UnsafeBufferPointer<Double>) throws {
+            let chunk = 1 << 16
+            var start = 0
+            while start < values.count {
+                let end = Swift.min(values.count, start + chunk)
+                #if _endian(little)
+                    try body(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: values[start..<end])))
+                #else
+                    let swapped = values[start..<end].map { $0.bitPattern.littleEndian }
+                    try swapped.withUnsafeBytes { try body($0) }
+                #endif
+                start = end
+            }
         }
+        func zeros(_ count: Int) throws {
+            if count > 0 { try [UInt8](repeating: 0, count: count).withUnsafeBytes { try body($0) } }
+        }
+        try zeros(layout.nodesOffset - header.count)
+        try stream(storage.nodes ?? UnsafeBufferPointer(start: nil, count: 0))
+        try zeros(layout.pointsOffset - layout.nodesOffset - 8 * layout.nodeEntries)
+        try stream(storage.points)
     }
 
     /// `order[position]`: the builder's index of the point at each tree position (what
@@ -784,19 +956,18 @@ extension PlaceIndex {
 
     /// The header's fields, checked against the length of `bytes`.
     private static func header(_ bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) -> (
-        version: Int, nodeSize: Int, count: Int, identity: Bool,
-        layout: (idsOffset: Int, pointsOffset: Int, total: Int)
+        version: Int, nodeSize: Int, count: Int, identity: Bool, layout: Layout
     ) {
         guard bytes.count >= 16, bytes.prefix(4).elementsEqual(Self.magic) else { throw .badMagic }
         let version = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
-        guard version == 1 || version == 2 else { throw .unsupportedVersion(version) }
+        guard (1...3).contains(version) else { throw .unsupportedVersion(version) }
         let nodeSize = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
         guard nodeSize >= 1 else { throw .badNodeSize(nodeSize) }
         let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
         guard count < Int(Int32.max) else { throw .wrongLength(expected: Int.max, actual: bytes.count) }
         let flags = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
-        let identity = version == 2 && flags & identityFlag != 0
-        let layout = Self.layout(version: version, count: count, identity: identity)
+        let identity = version >= 2 && flags & identityFlag != 0
+        let layout = Self.layout(version: version, count: count, nodeSize: nodeSize, identity: identity)
         guard bytes.count == layout.total else { throw .wrongLength(expected: layout.total, actual: bytes.count) }
         return (version, nodeSize, count, identity, layout)
     }
@@ -806,6 +977,8 @@ extension PlaceIndex {
     /// tree. `owner` keeps the bytes alive. The header and length are checked; the points are trusted
     /// (the importer wrote them with the places), and ids, when stored, are range-checked as they are
     /// read. `bytes` must be 8-aligned; on a big-endian machine the index is decoded into memory instead.
+    /// An index of version 1 or 2 (no nodes) gets its nodes copied from the points into memory, which
+    /// reads one point a node.
     public init(mapping bytes: UnsafeRawBufferPointer, owner: AnyObject) throws(PlaceIndexDecodingError) {
         let header = try Self.header(bytes)
         #if _endian(little)
@@ -820,8 +993,13 @@ extension PlaceIndex {
                 ? nil
                 : UnsafeBufferPointer(
                     start: (base + header.layout.idsOffset).assumingMemoryBound(to: Int32.self), count: header.count)
+            let nodes =
+                header.version >= 3
+                ? UnsafeBufferPointer(
+                    start: (base + header.layout.nodesOffset).assumingMemoryBound(to: Double.self),
+                    count: header.layout.nodeEntries) : nil
             var box: (Double, Double, Double, Double)?
-            if header.version == 2 {
+            if header.version >= 2 {
                 func load(_ i: Int) -> Double {
                     Double(
                         bitPattern: UInt64(
@@ -831,7 +1009,7 @@ extension PlaceIndex {
             }
             self.init(
                 nodeSize: header.nodeSize,
-                storage: IndexStorage(borrowing: points, ids: ids, bounds: box, owner: owner))
+                storage: IndexStorage(borrowing: points, ids: ids, nodes: nodes, bounds: box, owner: owner))
         #else
             self = try PlaceIndex(serialized: bytes)
         #endif
@@ -839,7 +1017,8 @@ extension PlaceIndex {
 
     /// Reads an index written by `serialized()` into memory of its own. Checks the header, the length,
     /// that the ids are a permutation and the coordinates valid — O(n), a few milliseconds for a million
-    /// places; the tree order itself is trusted (it was written together with the places).
+    /// places; the tree order itself is trusted (it was written together with the places), and the nodes
+    /// are copied from the points again rather than read.
     public init(serialized bytes: UnsafeRawBufferPointer) throws(PlaceIndexDecodingError) {
         let (_, nodeSize, count, identity, layout) = try Self.header(bytes)
         var ids: UnsafeMutableBufferPointer<Int32>?

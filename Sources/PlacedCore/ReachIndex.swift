@@ -134,12 +134,16 @@ public enum ReachIndexDecodingError: Error, Equatable, Sendable, CustomStringCon
 
 extension ReachIndex {
     // Layout, little-endian: "RCHX", version u32 (1), tier count u32, zero u32; per tier reach f64, index
-    // offset u64, index length u64, members offset u64 (offsets from the start, 8-aligned); then each
-    // tier's `PlaceIndex.serialized()` and its member numbers, i32 × the index's count.
+    // offset u64, index length u64, members offset u64 (offsets from the start, 8-aligned, an index's
+    // to its `serializedAlignment`); then each tier's `PlaceIndex.serialized()` and its member numbers,
+    // i32 × the index's count.
     static let magic: [UInt8] = Array("RCHX".utf8)
 
     /// The index as bytes (`init(mapping:owner:)` uses them in place).
-    public func serialized() -> [UInt8] {
+    public func serialized() -> [UInt8] { serialized(indexFormat: PlaceIndex.formatVersion) }
+
+    /// With the tiers' indexes in format 2 (no nodes), as files of schema 4 hold them: for tests.
+    package func serialized(indexFormat: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 16 + 32 * tiers.count)
         for (i, byte) in Self.magic.enumerated() { bytes[i] = byte }
         func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
@@ -152,7 +156,11 @@ extension ReachIndex {
         for (number, tier) in tiers.enumerated() {
             let entry = 16 + 32 * number
             put(tier.reach.bitPattern, at: entry)
-            let index = tier.index.serialized()
+            let index = tier.index.serialized(formatVersion: indexFormat)
+            // A tier deep enough for more than one band of node blocks starts on a page of its own (the
+            // reach index itself starts on one in the places file), so that each block is one page.
+            let alignment = indexFormat >= 3 ? tier.index.serializedAlignment : 8
+            bytes += [UInt8](repeating: 0, count: (alignment - bytes.count % alignment) % alignment)
             put(UInt64(bytes.count), at: entry + 8)
             put(UInt64(index.count), at: entry + 16)
             bytes += index

@@ -65,6 +65,12 @@ final class MappedFile {
         guard let base = bytes.baseAddress else { return }
         _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, MADV_DONTNEED)
     }
+
+    /// Readahead back for a reader that goes through the whole file (`PlaceFileUpgrade`), not a query's.
+    func expectSequentialReads() {
+        guard let base = bytes.baseAddress else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, MADV_SEQUENTIAL)
+    }
 }
 
 struct MappingFailure: Error {

@@ -45,6 +45,8 @@ public final class PlaceCatalog {
     public let identity: FileIdentity?
     public var count: Int { placeSet.count }
     public var path: String { placeSet.database.path }
+    /// The pack's id (meta `pack_id`): names the places and their points whatever the file's name.
+    public var packID: String { PlacePack.hex(placeSet.database.pack.id) }
 
     public init(
         path: String, cacheLimit: Int = PlaceCatalog.defaultCacheLimit,

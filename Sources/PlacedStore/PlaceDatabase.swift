@@ -66,7 +66,7 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 /// that does (sqlite3 growing the database into the pack) is caught by the pack's header, id and
 /// trailer checks.
 ///
-/// SQLite part (schema version 4):
+/// SQLite part (schema version 5):
 /// - `places`: one row per place, rowid 1…n **in the spatial index's tree order**, so the index's
 ///   place numbers are `rowid - 1`. `address_source` says where the address came from
 ///   (`AddressSource`); `names` holds the `name:<language>` tags (`LocalizedNamesCoding`).
@@ -79,10 +79,11 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 ///   feature's rowid). Both empty without a map layer.
 ///
 /// Version 2 added `reach`; version 3 the address source, localized names and the map layer; version 4
-/// the pack, replacing the `place_columns` BLOBs (start-up reads no place at all). An older file is
-/// refused by name and imported again.
+/// the pack, replacing the `place_columns` BLOBs (start-up reads no place at all); version 5 the trees'
+/// node blocks in the pack (pack version 2, `PlaceIndex` format 3: a first ranking reads a few pages a
+/// tree, not one a level). An older file is refused by name and imported again.
 public final class PlaceDatabase {
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     public let path: String
     public let placeCount: Int
@@ -150,46 +151,8 @@ public final class PlaceDatabase {
     /// named error. Nothing of the places themselves is read (the checks cost a few pages whatever the
     /// file's size); a damaged record surfaces as `.corrupt` from `place(at:)`.
     public static func open(path: String) throws(PlaceDatabaseError) -> PlaceDatabase {
-        let file: MappedFile
-        do {
-            file = try MappedFile(path: path)
-        } catch {
-            if error.errno == ENOENT { throw .missing(path: path) }
-            if error.errno == EINVAL { throw .notADatabase(path: path) }
-            throw .sqlite(
-                SQLiteError(
-                    code: SQLITE_CANTOPEN, message: String(cString: strerror(error.errno)),
-                    operation: "\(error.operation) \(path)"))
-        }
+        let (file, imageSize, database, version) = try mapSQLitePart(path: path)
         let bytes = file.bytes
-        guard bytes.count >= 100, bytes.prefix(16).elementsEqual(sqliteMagic) else { throw .notADatabase(path: path) }
-        // The SQLite header's page size (1 means 65536) and page count: where the image ends.
-        let pageSizeField = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt16.self)))
-        let pageSize = pageSizeField == 1 ? 65536 : pageSizeField
-        let pages = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 28, as: UInt32.self)))
-        let countValid = bytes[24..<28].elementsEqual(bytes[92..<96])
-        guard pageSize >= 512, pageSize & (pageSize - 1) == 0, pages > 0, countValid else {
-            throw .notADatabase(path: path)
-        }
-        let imageSize = pages * pageSize
-        guard imageSize <= bytes.count else {
-            throw .corrupt(
-                path: path, detail: "the file is \(bytes.count) bytes, its SQLite part alone should be \(imageSize)")
-        }
-        let database: Database
-        do {
-            database = try Database(image: UnsafeRawBufferPointer(rebasing: bytes[0..<imageSize]), name: path)
-        } catch {
-            throw classify(error, path: path)
-        }
-        let version: String?
-        do {
-            version = try database.meta("schema_version")
-        } catch {
-            // A database without a meta table is someone else's; NOTADB and CORRUPT keep their names.
-            if error.primaryCode == SQLITE_ERROR { throw .unsupportedSchema(path: path, version: nil) }
-            throw classify(error, path: path)
-        }
         guard version == String(schemaVersion) else {
             throw .unsupportedSchema(path: path, version: version)
         }
@@ -226,6 +189,52 @@ public final class PlaceDatabase {
         return try PlaceDatabase(
             path: path, database: database, file: file, pack: pack, importedAt: importedAt ?? "",
             hasMapLayer: mapLayer == "1", mapFeatureCount: featureCount)
+    }
+
+    /// Maps a file and opens its SQLite part from the mapping: the mapping, where the SQLite part ends, the
+    /// connection and meta `schema_version`.
+    static func mapSQLitePart(path: String) throws(PlaceDatabaseError) -> (
+        file: MappedFile, imageSize: Int, database: Database, version: String?
+    ) {
+        let file: MappedFile
+        do {
+            file = try MappedFile(path: path)
+        } catch {
+            if error.errno == ENOENT { throw .missing(path: path) }
+            if error.errno == EINVAL { throw .notADatabase(path: path) }
+            throw .sqlite(
+                SQLiteError(
+                    code: SQLITE_CANTOPEN, message: String(cString: strerror(error.errno)),
+                    operation: "\(error.operation) \(path)"))
+        }
+        let bytes = file.bytes
+        guard bytes.count >= 100, bytes.prefix(16).elementsEqual(sqliteMagic) else { throw .notADatabase(path: path) }
+        // The SQLite header's page size (1 means 65536) and page count: where the image ends.
+        let pageSizeField = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt16.self)))
+        let pageSize = pageSizeField == 1 ? 65536 : pageSizeField
+        let pages = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 28, as: UInt32.self)))
+        let countValid = bytes[24..<28].elementsEqual(bytes[92..<96])
+        guard pageSize >= 512, pageSize & (pageSize - 1) == 0, pages > 0, countValid else {
+            throw .notADatabase(path: path)
+        }
+        let imageSize = pages * pageSize
+        guard imageSize <= bytes.count else {
+            throw .corrupt(
+                path: path, detail: "the file is \(bytes.count) bytes, its SQLite part alone should be \(imageSize)")
+        }
+        let database: Database
+        do {
+            database = try Database(image: UnsafeRawBufferPointer(rebasing: bytes[0..<imageSize]), name: path)
+        } catch {
+            throw classify(error, path: path)
+        }
+        do {
+            return (file, imageSize, database, try database.meta("schema_version"))
+        } catch {
+            // A database without a meta table is someone else's; NOTADB and CORRUPT keep their names.
+            if error.primaryCode == SQLITE_ERROR { throw .unsupportedSchema(path: path, version: nil) }
+            throw classify(error, path: path)
+        }
     }
 
     /// What ranking reads, in place in the mapping: the spatial index, the columns, the index of the

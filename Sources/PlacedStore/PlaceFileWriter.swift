@@ -481,7 +481,7 @@ struct PackLayout {
         func aligned(_ offset: Int) -> Int { (offset + 63) / 64 * 64 }
         self.count = count
         index = PlacePack.headerSize
-        area = aligned(index + 48 + 16 * count)
+        area = aligned(index + PlaceIndex.serializedSize(count: count))
         reach = aligned(area + 4 * count)
         kind = aligned(reach + 4 * count)
         recordStarts = aligned(kind + 4 * count)
@@ -513,7 +513,7 @@ struct PackColumnsWriter {
         starts = writer(layout.recordStarts)
         records = writer(layout.records)
         sections = [(offset: Int, length: Int)](repeating: (0, 0), count: PlacePack.Section.allCases.count)
-        sections[PlacePack.Section.index.rawValue] = (layout.index, 48 + 16 * layout.count)
+        sections[PlacePack.Section.index.rawValue] = (layout.index, PlaceIndex.serializedSize(count: layout.count))
         sections[PlacePack.Section.area.rawValue] = (layout.area, 4 * layout.count)
         sections[PlacePack.Section.reach.rawValue] = (layout.reach, 4 * layout.count)
         sections[PlacePack.Section.kind.rawValue] = (layout.kind, 4 * layout.count)
@@ -556,7 +556,7 @@ struct PackColumnsWriter {
     }
 
     mutating func appendAreas(_ bytes: [UInt8]) throws(PlaceDatabaseError) {
-        try records.pad(to: 64)
+        try records.pad(to: PlacePack.alignment)  // its trees' node blocks are pages
         let start = records.offset
         try records.append(bytes)
         sections[PlacePack.Section.areas.rawValue] = (start, bytes.count)

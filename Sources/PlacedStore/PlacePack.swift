@@ -12,7 +12,8 @@ import PlacedCore
 /// - header (`headerSize` bytes): magic "PLACEPK1", version u32, zero u32, pack id (16 bytes, also in
 ///   the SQLite part's meta `pack_id`), place count u64, section count u32, zero u32, then per section
 ///   offset u64 and length u64, in `Section` order;
-/// - `index`: `PlaceIndex.serialized()`, numbered by position (place number = tree position);
+/// - `index`: `PlaceIndex.serialized()` (format 3: the node blocks are pages), numbered by position (place
+///   number = tree position);
 /// - `area`, `reach`: float32 per place; `kind`: uint32 code per place;
 /// - `recordStarts`: uint32 per place and one more, each record's start in 4-byte units of `records`;
 /// - `records`: per place, 4-aligned: flags u8 (`RecordFlag`), address source u8, then varint-length
@@ -20,14 +21,15 @@ import PlacedCore
 ///   min lat, min lon, max lat, max lon f64], [outline: varint count, then (lat, lon) f64 pairs]; the
 ///   point is the index's and the kind the `kind` column's;
 /// - `kinds`: count u32, then count + 1 uint32 offsets into the UTF-8 bytes that follow;
-/// - `areas`: `ReachIndex.serialized()` of the places with an area, members = place numbers.
+/// - `areas`: `ReachIndex.serialized()` of the places with an area, members = place numbers; page-aligned,
+///   as its deeper tiers' node blocks are pages.
 ///
 /// Trailer (the file's last `trailerSize` bytes): magic "PLACEEND", the pack's offset in the file u64,
 /// its length u64, the first 8 bytes of the pack id.
 enum PlacePack {
     static let magic = Array("PLACEPK1".utf8)
     static let trailerMagic = Array("PLACEEND".utf8)
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
     static let headerSize = 4096
     static let trailerSize = 32
     /// The pack starts on a page boundary of the file, so its sections map page for page.
@@ -179,8 +181,12 @@ struct PackView {
     let placeCount: Int
     private let sections: [UnsafeRawBufferPointer]
 
-    /// Finds the pack from the file's trailer; `imageSize` is where the SQLite part ends.
-    init(file: UnsafeRawBufferPointer, imageSize: Int, path: String) throws(PlaceDatabaseError) {
+    /// Finds the pack from the file's trailer; `imageSize` is where the SQLite part ends. `versions`: the
+    /// pack versions accepted (an upgrade reads the one before).
+    init(
+        file: UnsafeRawBufferPointer, imageSize: Int, path: String,
+        versions: ClosedRange<UInt32> = PlacePack.version...PlacePack.version
+    ) throws(PlaceDatabaseError) {
         func damaged(_ detail: String) -> PlaceDatabaseError {
             .corrupt(path: path, detail: "the mapped part (pack) \(detail); import the file again")
         }
@@ -198,7 +204,7 @@ struct PackView {
         else { throw damaged("is not where the trailer says") }
         bytes = UnsafeRawBufferPointer(rebasing: file[start..<start + length])
         guard bytes.prefix(8).elementsEqual(PlacePack.magic),
-            UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) == PlacePack.version
+            versions.contains(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
         else { throw damaged("has no header of version \(PlacePack.version)") }
         id = Array(bytes[16..<32])
         guard trailer[24..<32].elementsEqual(id.prefix(8)) else { throw damaged("and its trailer disagree") }

@@ -98,6 +98,20 @@ public final class Database {
 
     deinit { sqlite3_close_v2(handle) }
 
+    /// Copies this database whole over `target`'s main database (SQLite's online backup): how a benchmark
+    /// keeps an R*Tree that takes minutes to build in a file and reads it back into memory.
+    public func copy(into target: Database) throws(SQLiteError) {
+        guard let backup = sqlite3_backup_init(target.handle, "main", handle, "main") else {
+            throw SQLiteError(code: sqlite3_errcode(target.handle), handle: target.handle, operation: "backup")
+        }
+        let stepped = sqlite3_backup_step(backup, -1)
+        let finished = sqlite3_backup_finish(backup)
+        guard stepped == SQLITE_DONE, finished == SQLITE_OK else {
+            throw SQLiteError(
+                code: stepped == SQLITE_DONE ? finished : stepped, handle: target.handle, operation: "backup")
+        }
+    }
+
     /// `file:` URI of a path: every byte but unreserved characters and `/` percent-encoded.
     static func uri(_ path: String) -> String {
         let hex = Array("0123456789ABCDEF".utf8)

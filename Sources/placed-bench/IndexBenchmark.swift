@@ -10,18 +10,28 @@ import PlacedTestSupport
 #endif
 
 /// `placed-bench index [--places N[,N…]] [--queries N] [--radius M] [--node-size N]`
-/// Defaults: 1 M and 5 M places, 10 000 queries, 250 m, node size 64.
+/// `placed-bench index --places-file FILE [--rtree-cache DIR] [--queries N] [--radius M]`
+/// Defaults: 1 M and 5 M places, 10 000 queries, 250 m, node size 64; with `--rtree-cache`, the places
+/// file's R*Tree is kept in DIR (named by the pack id, so by the places, whatever the file) and read back
+/// on later runs instead of built again (minutes at 10 M places).
 func runIndexBenchmark(_ arguments: [String]) throws {
     var sizes = [1_000_000, 5_000_000]
     var queryCount = 10_000
     var radius = 250.0
     var nodeSize = 64
     var placesFile: String?
+    var rtreeCache: String?
+    var withinOnly = false
     var remaining = arguments[...]
     while let argument = remaining.popFirst() {
+        if argument == "--within-only" {
+            withinOnly = true
+            continue
+        }
         guard let value = remaining.popFirst() else { throw BenchmarkUsage("\(argument) needs a value") }
         switch argument {
         case "--places-file": placesFile = value
+        case "--rtree-cache": rtreeCache = value
         case "--places": sizes = value.split(separator: ",").compactMap { Int($0) }
         case "--queries": queryCount = Int(value) ?? queryCount
         case "--radius": radius = Double(value) ?? radius
@@ -30,7 +40,10 @@ func runIndexBenchmark(_ arguments: [String]) throws {
         }
     }
 
-    if let placesFile { return try indexOnPlacesFile(placesFile, queries: queryCount, radius: radius) }
+    if let placesFile {
+        return try indexOnPlacesFile(
+            placesFile, queries: queryCount, radius: radius, rtreeCache: rtreeCache, withinOnly: withinOnly)
+    }
     print(
         "index: \(queryCount) queries \"within \(Int(radius)) m, nearest first\" near synthetic places (\(SyntheticCountry.summary))"
     )
@@ -101,9 +114,34 @@ final class RTreeBaseline {
     let database: Database
     let query: Statement
 
-    init(coordinates: [Coordinate]) throws {
+    convenience init(coordinates: [Coordinate]) throws {
         let database = try Database(path: ":memory:")
+        try Self.fill(database, with: coordinates)
+        try self.init(database: database)
+    }
+
+    private init(database: Database) throws {
         self.database = database
+        query = try database.prepare(
+            "SELECT id, lat, lon FROM points WHERE max_lat >= ?1 AND min_lat <= ?2 AND max_lon >= ?3 AND min_lon <= ?4")
+    }
+
+    /// An R*Tree saved by `save(to:)`, read back into memory whole.
+    static func loaded(from path: String) throws -> RTreeBaseline {
+        let memory = try Database(path: ":memory:")
+        try Database(path: path, mode: .readOnly).copy(into: memory)
+        return try RTreeBaseline(database: memory)
+    }
+
+    /// The R*Tree into a file (through a temporary name, so a half-written one is never read back).
+    func save(to path: String) throws {
+        let temporary = path + ".tmp"
+        unlink(temporary)
+        try database.copy(into: try Database(path: temporary))
+        guard rename(temporary, path) == 0 else { throw BenchmarkFailure("cannot rename \(temporary) to \(path)") }
+    }
+
+    private static func fill(_ database: Database, with coordinates: [Coordinate]) throws {
         // R*Tree boxes are float32, rounded outward: the box query is a superset, the auxiliary
         // columns keep the exact float64 position for the exact filter.
         try database.execute(
@@ -121,8 +159,6 @@ final class RTreeBaseline {
                 insert.reset()
             }
         }
-        query = try database.prepare(
-            "SELECT id, lat, lon FROM points WHERE max_lat >= ?1 AND min_lat <= ?2 AND max_lon >= ?3 AND min_lon <= ?4")
     }
 
     func within(_ radius: Double, of center: Coordinate) throws -> [PlaceIndex.Neighbor] {
@@ -215,7 +251,10 @@ enum SyntheticCountry {
 /// daemon's ranking (`PlaceCatalog.rank`, accuracy 10 m), each timed on a cold page cache (the file's
 /// pages evicted first, as an import leaves them) and then warm; beside SQLite's R*Tree over the same
 /// points in memory (the same answers are checked for every query).
-func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) throws {
+/// `--within-only`: the kd-tree's within alone, cold and then five warm rounds (a focused run to profile).
+func indexOnPlacesFile(
+    _ path: String, queries queryCount: Int, radius: Double, rtreeCache: String?, withinOnly: Bool
+) throws {
     let catalog = try PlaceCatalog(path: path)
     let index = catalog.placeSet.index
     let count = index.count
@@ -242,6 +281,14 @@ func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) 
     try LoadMeasurement.evictFromPageCache(path)
     let cold = Percentiles(timeWithin())
     let warm = Percentiles(timeWithin())
+    if withinOnly {
+        let rounds = (0..<5).map { _ in Percentiles(timeWithin()).p50.formatted(decimals: 2) }
+        print(
+            "index on \(path): \(count) places, within \(Int(radius)) m, \((Double(found) / Double(queryCount)).formatted(decimals: 1))"
+                + " places a query: p50 cold \(cold.p50.formatted(decimals: 2)) us, warm \(warm.p50.formatted(decimals: 2)) us,"
+                + " then \(rounds.joined(separator: " / ")) us")
+        return
+    }
     let ranker = try Ranker()
     func timeRanking() throws -> [Double] {
         try queries.map { q in
@@ -268,8 +315,20 @@ func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) 
             + " warm \(warmRanking.p50.formatted(decimals: 1)) us (p99 \(warmRanking.p99.formatted(decimals: 0)))")
     print("  RSS now \(memory.rss.formatted(decimals: 1)) MB")
     let buildStart = BenchClock.now()
-    let rtree = try RTreeBaseline(coordinates: (0..<count).map { index.entry(atPosition: $0).coordinate })
-    let buildSeconds = BenchClock.seconds(since: buildStart)
+    let cached = rtreeCache.map { "\($0)/rtree-\(catalog.packID).db" }
+    let rtree: RTreeBaseline
+    let made: String
+    if let cached, access(cached, R_OK) == 0 {
+        rtree = try RTreeBaseline.loaded(from: cached)
+        made = "read back from \(cached) in \(BenchClock.seconds(since: buildStart).formatted(decimals: 0)) s"
+    } else {
+        rtree = try RTreeBaseline(coordinates: (0..<count).map { index.entry(atPosition: $0).coordinate })
+        made = "built in \(BenchClock.seconds(since: buildStart).formatted(decimals: 0)) s"
+        if let cached, let directory = rtreeCache {
+            mkdir(directory, 0o755)
+            try rtree.save(to: cached)
+        }
+    }
     for q in queries.prefix(1000) { _ = try rtree.within(radius, of: q) }
     var rtreeTimes: [Double] = []
     var mismatches = 0
@@ -283,7 +342,7 @@ func indexOnPlacesFile(_ path: String, queries queryCount: Int, radius: Double) 
     guard mismatches == 0 else { throw BenchmarkFailure("kd-tree and R*Tree disagree on \(mismatches) queries") }
     let rt = Percentiles(rtreeTimes)
     print(
-        "  R*Tree (SQLite, in memory, built in \(buildSeconds.formatted(decimals: 0)) s) within p50"
+        "  R*Tree (SQLite, in memory, \(made)) within p50"
             + " \(rt.p50.formatted(decimals: 1)) us (p99 \(rt.p99.formatted(decimals: 1))): kd-tree warm"
             + " \((rt.p50 / warm.p50).formatted(decimals: 1))x, cold \((rt.p50 / cold.p50).formatted(decimals: 1))x;"
             + " same answers for every query")

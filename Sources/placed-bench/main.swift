@@ -27,6 +27,10 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
         "synthesize", "write a synthetic .osm.pbf (--shape city|countryside --places N --out FILE), for bench/big.py",
         runSynthesize
     ),
+    (
+        "upgrade-places", "rewrite a places file of the schema before this one in this one (OLD NEW), for bench/big.py",
+        runUpgradePlaces
+    ),
     ("fleet", "fleet export to mosquitto: markers/s, 100,000-event backlog drain, idle wake-ups", fleetBenchmark),
 ]
 

@@ -307,6 +307,68 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
         #expect(throws: PlaceIndexDecodingError.invalidEntry(position: 100)) { try decode(outside) }
     }
 
+    /// Leaves of one point make 19 levels of internal nodes: three bands of node blocks, the first two
+    /// of nine full levels. Every answer still equals the brute-force scan.
+    @Test func descentAcrossThreeBandsOfNodeBlocks() {
+        let points = cityPoints(1_200_000, seed: 111)
+        let index = PlaceIndex(coordinates: points, nodeSize: 1)
+        #expect(index.layout.depth > 2 * NodeLayout.levelsPerBlock)
+        for (i, center) in queryCenters(points, count: 10, seed: 112).enumerated() {
+            let radius = [50.0, 250, 1000][i % 3]
+            #expect(index.within(radius, of: center) == bruteWithin(points, radius, of: center))
+            #expect(index.nearest(7, to: center) == bruteNearest(points, 7, to: center, maxDistance: .infinity))
+        }
+    }
+
+    /// Every internal node has an entry of its own inside the layout, holding its split; a block of nine
+    /// full levels is a page; a descent from the root to any leaf reads one block a band.
+    @Test(arguments: [(0, 64), (65, 64), (67, 64), (131, 64), (1000, 1), (150_000, 1), (40_000, 10), (1_000_000, 64)])
+    func nodeLayoutHoldsEveryInternalNodeOnce(count: Int, nodeSize: Int) {
+        let layout = NodeLayout(count: count, nodeSize: nodeSize)
+        var entries = Set<Int>()
+        var deepest = -1
+        var pagesOnAPath: [Set<Int>] = []
+        func visit(_ left: Int, _ right: Int, _ heap: Int, _ depth: Int, _ pages: Set<Int>) {
+            guard right - left > nodeSize else {
+                pagesOnAPath.append(pages)
+                return
+            }
+            let entry = layout.entry(heap: heap, depth: depth)
+            #expect(entry >= 0 && entry < layout.entryCount)
+            #expect(entries.insert(entry).inserted)
+            if depth % NodeLayout.levelsPerBlock == 0 && depth < layout.depth - NodeLayout.levelsPerBlock + 1 {
+                #expect(entry % 512 == 0, "a full block starts a page")
+            }
+            deepest = max(deepest, depth)
+            let m = (left + right) >> 1
+            let page = pages.union([8 * entry / 4096])
+            visit(left, m - 1, 2 * heap, depth + 1, page)
+            visit(m + 1, right, 2 * heap + 1, depth + 1, page)
+        }
+        if count > 0 { visit(0, count - 1, 1, 0, []) }
+        #expect(deepest + 1 == layout.depth)
+        let bands = (layout.depth + NodeLayout.levelsPerBlock - 1) / NodeLayout.levelsPerBlock
+        // A last band of short blocks may straddle a page boundary: one page more at most.
+        #expect(pagesOnAPath.allSatisfy { $0.count <= bands + 1 })
+        #expect(layout.entryCount < max(64, 2 * entries.count + 512 * 513), "no more than padding beside the nodes")
+
+        let points = cityPoints(count, seed: 5)
+        let index = PlaceIndex(coordinates: points, nodeSize: nodeSize)
+        let nodes = index.storage.nodes!
+        var checked = 0
+        func check(_ left: Int, _ right: Int, _ heap: Int, _ depth: Int) {
+            guard right - left > nodeSize, checked < 5000 else { return }
+            let m = (left + right) >> 1
+            let entry = layout.entry(heap: heap, depth: depth)
+            let point = index.entry(atPosition: m).coordinate
+            #expect(nodes[entry] == (depth % 2 == 0 ? point.longitude : point.latitude))
+            checked += 1
+            check(left, m - 1, 2 * heap, depth + 1)
+            check(m + 1, right, 2 * heap + 1, depth + 1)
+        }
+        if count > 0 { check(0, count - 1, 1, 0) }
+    }
+
     @Test func renumberingByPositionKeepsTheAnswers() {
         let points = cityPoints(3000, seed: 101)
         let index = PlaceIndex(coordinates: points)
@@ -355,6 +417,27 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
                 #expect(mapped.nearest(5, to: center) == bruteNearest(reference, 5, to: center, maxDistance: .infinity))
             }
         }
+    }
+
+    /// A file of the schema before node blocks holds format 2: mapped, its nodes are copied from its
+    /// points, and it answers as the index it was written from; written again it is format 3.
+    @Test(arguments: [1, 64]) func formatTwoWithoutNodesAnswersTheSame(nodeSize: Int) throws {
+        let points = cityPoints(30_000, seed: 41)
+        let (index, order) = PlaceIndex(coordinates: points, nodeSize: nodeSize).renumberedByPosition()
+        let reference = order.map { points[Int($0)] }
+        let old = index.serialized(formatVersion: 2)
+        #expect(old.count == 48 + 16 * points.count)
+        let bytes = Bytes(old)
+        let mapped = try PlaceIndex(mapping: UnsafeRawBufferPointer(bytes.raw), owner: bytes)
+        for center in queryCenters(reference, count: 60, seed: 42) {
+            #expect(mapped.within(250, of: center) == bruteWithin(reference, 250, of: center))
+            #expect(mapped.nearest(3, to: center) == bruteNearest(reference, 3, to: center, maxDistance: .infinity))
+        }
+        #expect(mapped.serialized() == index.serialized())
+        var streamed: [UInt8] = []
+        mapped.serializeNumberedByPosition { streamed += $0 }
+        #expect(streamed == index.serialized())
+        #expect(streamed.count == PlaceIndex.serializedSize(count: points.count, nodeSize: nodeSize))
     }
 
     @Test func borrowedIdsOutOfRangeAreNeverReturned() throws {

@@ -176,6 +176,46 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         #expect(Set((0..<count).map { try! set.place(at: $0).id }) == Set(places.map(\.id)))
     }
 
+    /// A file of the schema before this one (4: pack version 1, indexes without node blocks) is refused by
+    /// name; `PlaceFileUpgrade` rewrites it in this schema with the very pack an import writes, so the
+    /// same places and answers.
+    @Test func aFileOfTheSchemaBeforeIsRefusedAndUpgradesToTheSameFile() throws {
+        let directory = TemporaryDirectory()
+        let current = directory.file("current.db")
+        let places = syntheticPlaces(20_000, seed: 13) + [cafe, station, kiosk]
+        try PlaceDatabase.replace(at: current, with: places)
+        let old = directory.file("old.db")
+        try PlaceFileUpgrade.rewrite(current, to: old, schema: 4)
+        #expect(throws: PlaceDatabaseError.unsupportedSchema(path: old, version: "4")) {
+            _ = try PlaceDatabase.open(path: old)
+        }
+        func pack(_ path: String) throws -> [UInt8] {
+            let bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
+            let start = bytes[(bytes.count - 24)..<(bytes.count - 16)].reversed().reduce(0) { $0 << 8 | Int($1) }
+            return Array(bytes[start...])
+        }
+        #expect(try pack(old) != pack(current), "the old layout has no node blocks")
+        let upgraded = directory.file("upgraded.db")
+        try PlaceFileUpgrade.rewrite(old, to: upgraded)
+        #expect(try pack(upgraded) == pack(current))
+        let expected = try PlaceDatabase.open(path: current).load()
+        let written = try PlaceDatabase.open(path: upgraded).load()
+        #expect(written.count == expected.count)
+        for number in stride(from: 0, to: expected.count, by: 7) {
+            #expect(try written.place(at: number) == expected.place(at: number))
+        }
+        for place in places.prefix(200) {
+            #expect(written.index.within(300, of: place.coordinate) == expected.index.within(300, of: place.coordinate))
+            #expect(
+                written.areaIndex.members(within: 300, of: place.coordinate)
+                    == expected.areaIndex.members(within: 300, of: place.coordinate))
+        }
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == [
+                "current.db", "old.db", "upgraded.db",
+            ])
+    }
+
     @Test func emptyPlaceListIsAValidDatabase() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")

@@ -241,10 +241,10 @@ def test_a_places_file_placed_cannot_load_is_no_reason_to_exit(start_placed, pla
     shutil.copy(places_db, tmp_path / "places.db")
     db = sqlite3.connect(tmp_path / "places.db")
     with db:
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     db.close()
     placed = start_placed("--static", HELSINKI_CENTER, static=None)
-    placed.wait_for(r"error: cannot load the places: .* schema version 4 \(found 2\); rankings stay empty until "
+    placed.wait_for(r"error: cannot load the places: .* schema version 5 \(found 4\); rankings stay empty until "
                     r"a new import \(placectl import, then placectl refresh\)")
     with placed.open() as places:
         assert places.Status()["places"] == 0

@@ -1,0 +1,152 @@
+import CSQLite
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Rewrites a places file of the schema before this one (4: no node blocks) in this schema without
+/// importing it again: the SQLite part as it was but for meta `schema_version`, the pack's id, columns,
+/// records and kinds byte for byte, and the two spatial indexes (the points' kd-tree, the areas' reach
+/// index) written again in this format, at the offsets an import puts them. The places and every answer
+/// stay the same. It exists for the benchmarks' big files, whose import takes many minutes
+/// (`placed-bench upgrade-places`); a device whose file is refused imports it again. A file of this
+/// schema is rewritten the same way (its pack comes out byte for byte as it was).
+public enum PlaceFileUpgrade {
+    /// Reads `source`, writes `target` through a temporary file in its directory and renames it into place.
+    public static func rewrite(_ source: String, to target: String) throws(PlaceDatabaseError) {
+        try rewrite(source, to: target, schema: PlaceDatabase.schemaVersion)
+    }
+
+    /// `schema` 4 writes the file of the schema before this one (pack version 1, indexes of format 2), as
+    /// an older placed did: what the tests upgrade.
+    static func rewrite(_ source: String, to target: String, schema: Int) throws(PlaceDatabaseError) {
+        precondition(schema == 4 || schema == PlaceDatabase.schemaVersion, "PlaceFileUpgrade: schema \(schema)")
+        let current = schema == PlaceDatabase.schemaVersion
+        let (file, imageSize, database, version) = try PlaceDatabase.mapSQLitePart(path: source)
+        guard version == "4" || version == String(PlaceDatabase.schemaVersion) else {
+            throw .unsupportedSchema(path: source, version: version)
+        }
+        withExtendedLifetime(database) {}
+        file.expectSequentialReads()
+        let pack = try PackView(file: file.bytes, imageSize: imageSize, path: source, versions: 1...PlacePack.version)
+        let index: PlaceIndex
+        let areas: ReachIndex
+        do {
+            index = try PlaceIndex(mapping: pack[.index], owner: file)
+        } catch {
+            throw .corrupt(path: source, detail: error.description)
+        }
+        do {
+            areas = try ReachIndex(mapping: pack[.areas], owner: file)
+        } catch {
+            throw .corrupt(path: source, detail: error.description)
+        }
+        guard index.count == pack.placeCount, index.isNumberedByPosition else {
+            throw .corrupt(path: source, detail: "index does not match the places")
+        }
+
+        let temporary = target + ".upgrading"
+        unlink(temporary)
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind
+        try writeSQLitePart(UnsafeRawBufferPointer(rebasing: file.bytes[0..<imageSize]), to: temporary, schema: schema)
+        let descriptor = Glibc.open(temporary, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .cannotWrite(path: temporary, operation: "open", errno: errno) }
+        defer { Glibc.close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            throw .cannotWrite(path: temporary, operation: "fstat", errno: errno)
+        }
+        let start = (Int(status.st_size) + PlacePack.alignment - 1) / PlacePack.alignment * PlacePack.alignment
+        var writer = FileWriter(descriptor: descriptor, path: temporary, offset: start)
+        try writer.append(zeros: PlacePack.headerSize)
+        var sections: [(offset: Int, length: Int)] = []
+        func begin(alignment: Int) throws(PlaceDatabaseError) -> Int {
+            try writer.pad(to: alignment)
+            return writer.offset - start
+        }
+        // The index, as the import streams it.
+        let indexStart = try begin(alignment: 64)
+        if current {
+            do {
+                try index.serializeNumberedByPosition { (chunk) throws in try writer.append(Array(chunk)) }
+            } catch {
+                throw error as? PlaceDatabaseError ?? .cannotWrite(path: temporary, operation: "write", errno: EIO)
+            }
+        } else {
+            try writer.append(index.serialized(formatVersion: 2))
+        }
+        sections.append((indexStart, writer.offset - start - indexStart))
+        // The columns, records and kinds as they were, each 64-aligned as the import lays them out.
+        for section in [PlacePack.Section.area, .reach, .kind, .recordStarts, .records, .kinds] {
+            let bytes = pack[section]
+            let offset = try begin(alignment: 64)
+            var at = 0
+            while at < bytes.count {
+                let end = min(bytes.count, at + (1 << 20))
+                try writer.append(Array(bytes[at..<end]))
+                at = end
+            }
+            sections.append((offset, bytes.count))
+        }
+        let areasBytes = current ? areas.serialized() : areas.serialized(indexFormat: 2)
+        let areasStart = try begin(alignment: current ? PlacePack.alignment : 64)
+        try writer.append(areasBytes)
+        sections.append((areasStart, areasBytes.count))
+        try writer.pad(to: 8)
+        let length = writer.offset - start
+        try writer.append(PlacePack.trailerMagic)
+        try writer.append(UInt64(start))
+        try writer.append(UInt64(length))
+        try writer.append(Array(pack.id.prefix(8)))
+        try writer.flush()
+
+        var header = [UInt8](repeating: 0, count: PlacePack.headerSize)
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { header[offset + i] = byte } }
+        }
+        header.replaceSubrange(0..<8, with: PlacePack.magic)
+        put(current ? PlacePack.version : 1, at: 8)
+        header.replaceSubrange(16..<32, with: pack.id)
+        put(UInt64(pack.placeCount), at: 32)
+        put(UInt32(sections.count), at: 40)
+        for (i, entry) in sections.enumerated() {
+            put(UInt64(entry.offset), at: 48 + 16 * i)
+            put(UInt64(entry.length), at: 56 + 16 * i)
+        }
+        var headerWriter = FileWriter(descriptor: descriptor, path: temporary, offset: start)
+        try headerWriter.append(header)
+        try headerWriter.flush()
+        guard fsync(descriptor) == 0 else { throw .cannotWrite(path: temporary, operation: "fsync", errno: errno) }
+        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))  // as an import leaves it
+        guard rename(temporary, target) == 0 else {
+            throw .cannotWrite(path: target, operation: "rename", errno: errno)
+        }
+        renamed = true
+    }
+
+    /// The SQLite part's bytes as a database file of its own, its meta `schema_version` raised to this one.
+    private static func writeSQLitePart(_ image: UnsafeRawBufferPointer, to path: String, schema: Int)
+        throws(PlaceDatabaseError)
+    {
+        let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw .cannotWrite(path: path, operation: "create", errno: errno) }
+        var writer = FileWriter(descriptor: descriptor, path: path, offset: 0)
+        var at = 0
+        while at < image.count {
+            let end = min(image.count, at + (1 << 20))
+            try writer.append(Array(image[at..<end]))
+            at = end
+        }
+        try writer.flush()
+        Glibc.close(descriptor)
+        do {
+            let database = try Database(path: path, mode: .readWrite)
+            try database.execute(
+                "UPDATE meta SET value = '\(schema)' WHERE key = 'schema_version'")
+        } catch {
+            throw PlaceDatabase.lift(error, path: path)
+        }
+    }
+}
