@@ -158,7 +158,7 @@ import Testing
         }
         #expect(
             PlaceDatabaseError.unsupportedSchema(path: "p", version: "2").description
-                == "p is not a place database of schema version 4 (found 2)")
+                == "p is not a place database of schema version \(PlaceDatabase.schemaVersion) (found 2)")
     }
 
     @Test(arguments: [

@@ -371,7 +371,7 @@ def test_map_of_a_file_imported_without_the_layer_is_no_map_layer(start_placed, 
 
 def import_with_footways(placectl_bin, directory, count, latitude, longitude, name="places.db"):
     """Imports Helsinki with `count` short footways (10 m, a few metres apart) added around a point:
-    a schema 4 file is written whole by an import (its pack follows the SQLite part, so SQL that grows
+    a places file is written whole by an import (its pack follows the SQLite part, so SQL that grows
     the SQLite part would write over it), so the extra features go into the extract, not the file."""
     from conftest import HELSINKI
     import subprocess
