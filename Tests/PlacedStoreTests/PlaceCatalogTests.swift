@@ -59,13 +59,9 @@ private func rectangle(_ id: String, west: Double, south: Double, east: Double, 
                     "osm:way/large\(i)", west: west, south: south, east: west + width, north: south + height,
                     inside: (west + width * 0.95, south + height * 0.95)))
         }
-        var template = Array("/tmp/placed-catalog-XXXXXX".utf8CString)
-        let directory = String(cString: mkdtemp(&template)!)
-        let path = directory + "/places.db"
-        defer {
-            unlink(path)
-            rmdir(directory)
-        }
+        let directory = TemporaryDirectory()
+        defer { withExtendedLifetime(directory) {} }  // the file is used after the last mention of it
+        let path = directory.file("places.db")
         try PlaceDatabase.replace(at: path, with: places)
         let catalog = try PlaceCatalog(path: path)
         // The same file through a cache that turns over every few queries, its pages released from RSS
@@ -115,13 +111,9 @@ extension PlaceCatalogTests {
                 id: "osm:node/\(i)", name: "\(i)", kind: kinds[i % kinds.count],
                 coordinate: offset(east: rng.uniform(in: -200...200), north: rng.uniform(in: -200...200)))
         }
-        var template = Array("/tmp/placed-catalog-XXXXXX".utf8CString)
-        let directory = String(cString: mkdtemp(&template)!)
-        let path = directory + "/places.db"
-        defer {
-            unlink(path)
-            rmdir(directory)
-        }
+        let directory = TemporaryDirectory()
+        defer { withExtendedLifetime(directory) {} }  // the file is used after the last mention of it
+        let path = directory.file("places.db")
         try PlaceDatabase.replace(at: path, with: places)
         let catalog = try PlaceCatalog(path: path)
         var changed = RankingModel.standard
@@ -158,13 +150,9 @@ extension PlaceCatalogTests {
                 id: "osm:node/\(i)", name: "Place \(i)", kind: "amenity=cafe",
                 coordinate: offset(east: rng.uniform(in: -3000...3000), north: rng.uniform(in: -3000...3000)))
         }
-        var template = Array("/tmp/placed-mapped-XXXXXX".utf8CString)
-        let directory = String(cString: mkdtemp(&template)!)
-        let path = directory + "/places.db"
-        defer {
-            unlink(path)
-            rmdir(directory)
-        }
+        let directory = TemporaryDirectory()
+        defer { withExtendedLifetime(directory) {} }  // the file is used after the last mention of it
+        let path = directory.file("places.db")
         try PlaceDatabase.replace(at: path, with: places)
         let catalog = try PlaceCatalog(path: path)
         let before = try catalog.candidates(within: 250, of: centre)

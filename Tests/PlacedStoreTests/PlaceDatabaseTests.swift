@@ -6,26 +6,6 @@ import Testing
 
 @testable import PlacedStore
 
-/// A fresh directory per test, removed afterwards.
-private final class TemporaryDirectory {
-    let path: String
-
-    init() {
-        var template = Array((NSTemporaryDirectory() + "placed-store-XXXXXX").utf8CString)
-        path = String(cString: mkdtemp(&template)!)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    var leftovers: [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter {
-            $0.contains(".new-")
-        }
-    }
-}
-
 private let cafe = Place(
     id: "osm:node/1", name: "Café Ekberg", kind: "amenity=cafe",
     address: "Bulevardi 9, 00120 Helsinki",
