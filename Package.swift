@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedTestSupport"]),
         .testTarget(
             name: "PlacedVarlinkTests",
-            dependencies: ["PlacedVarlink", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
+            dependencies: ["PlacedVarlink", "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
         .testTarget(name: "PlacedGPSTests", dependencies: ["PlacedGPS"]),
         .testTarget(name: "PlacedWebTests", dependencies: ["PlacedWeb", "PlacedJSON"]),
         .testTarget(
