@@ -593,28 +593,43 @@ extension JSON {
     /// Appends `number` as `encode(into:)` writes it, for code that writes JSON text directly.
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
-        // Exact integers within ±2^53 print as integers ("3", not "3.0"); "-0" becomes "0".
-        if number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 {
-            appendInteger(Int64(number), to: &output)
-        } else {
-            // Swift's shortest round-trip form ("0.1", "1e-07", "1e+20") is valid JSON as written;
-            // ShortestDouble writes it without building a String.
-            ShortestDouble.append(number, to: &output)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { text in
+            let count = format(number: number, into: text.baseAddress!)
+            if count > 0 {
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
+            } else {
+                var fallback = number.description
+                fallback.withUTF8 { output.append(contentsOf: $0) }
+            }
         }
     }
 
-    /// `String(value)`'s digits, without the String.
-    private static func appendInteger(_ value: Int64, to output: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+    /// `number` (finite) as JSON text into `text` (32 bytes at least); 0 when only `description` can
+    /// write it (the one double in 200 ShortestDouble cannot prove). Exact integers within ±2^53 print as
+    /// integers ("3", not "3.0"; "-0" becomes "0"), the others in Swift's shortest round-trip form
+    /// ("0.1", "1e-07", "1e+20"), which is valid JSON as written.
+    static func format(number: Double, into text: UnsafeMutablePointer<UInt8>) -> Int {
+        guard number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 else {
+            return ShortestDouble.format(number, into: text)
+        }
+        // `String(Int64(number))`'s digits, without the String.
+        let value = Int64(number)
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: 16 digits and a sign at most
+        return withUnsafeMutableBytes(of: &digits) { buffer in
             var magnitude = value.magnitude
-            var start = 20
+            var start = buffer.count
             repeat {
                 start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
                 magnitude /= 10
             } while magnitude > 0
-            if value < 0 { output.append(UInt8(ascii: "-")) }
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+            if value < 0 {
+                start -= 1
+                buffer[start] = UInt8(ascii: "-")
+            }
+            let count = buffer.count - start
+            text.update(from: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: count)
+            return count
         }
     }
 
@@ -657,6 +672,40 @@ extension JSON {
         output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
     }
 
+    /// Writes `bytes` escaped into `output` (room for six bytes each), as `appendEscaped` appends them;
+    /// returns how many bytes it wrote.
+    static func escape(_ bytes: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> Int {
+        var end = output
+        func copy(_ run: Range<Int>) {
+            if !run.isEmpty { end.update(from: bytes.baseAddress! + run.lowerBound, count: run.count) }
+            end += run.count
+        }
+        var runStart = 0
+        var index = 0
+        while index < bytes.count {
+            if bytes.count - index >= 8 {
+                let word = UInt64(
+                    littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
+                if !mayNeedEscape(word) {
+                    index += 8
+                    continue
+                }
+            }
+            let stop = min(index + 8, bytes.count)
+            while index < stop {
+                let byte = bytes[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    copy(runStart..<index)
+                    end += writeEscape(of: byte, into: end)
+                    runStart = index + 1
+                }
+                index += 1
+            }
+        }
+        copy(runStart..<bytes.count)
+        return end - output
+    }
+
     /// Whether any of the eight bytes is below 0x20, a quote or a backslash (never false when one is).
     private static func mayNeedEscape(_ word: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
@@ -670,6 +719,15 @@ extension JSON {
     }
 
     private static func appendEscape(of byte: UInt8, to output: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 6) { text in
+            let count = writeEscape(of: byte, into: text.baseAddress!)
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
+        }
+    }
+
+    /// The escape of a byte that needs one (a control, the quote, the backslash) into `output` (six
+    /// bytes of room); returns its length.
+    private static func writeEscape(of byte: UInt8, into output: UnsafeMutablePointer<UInt8>) -> Int {
         let escaped: UInt8
         switch byte {
         case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
@@ -681,14 +739,17 @@ extension JSON {
         case 0x0C: escaped = UInt8(ascii: "f")
         default:
             let hex: StaticString = "0123456789abcdef"
-            output.append(contentsOf: [
-                UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 0xF)],
-            ])
-            return
+            output[0] = UInt8(ascii: "\\")
+            output[1] = UInt8(ascii: "u")
+            output[2] = UInt8(ascii: "0")
+            output[3] = UInt8(ascii: "0")
+            output[4] = hex.utf8Start[Int(byte >> 4)]
+            output[5] = hex.utf8Start[Int(byte & 0xF)]
+            return 6
         }
-        output.append(UInt8(ascii: "\\"))
-        output.append(escaped)
+        output[0] = UInt8(ascii: "\\")
+        output[1] = escaped
+        return 2
     }
 }
 

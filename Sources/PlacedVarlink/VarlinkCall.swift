@@ -58,12 +58,13 @@ public final class VarlinkCall {
     }
 
     /// `reply(_:continues:)` with parameters written as JSON text by `write`: see
-    /// `VarlinkWire.reply(continues:capacity:writingParameters:)`.
+    /// `VarlinkWire.reply(continues:capacity:writingParameters:)`; when `write` throws, nothing is sent
+    /// and the call stays open.
     @discardableResult
-    public func reply(
+    public func reply<Failure: Error>(
         continues: Bool = false, capacity: Int = 256,
-        writingParameters write: (inout [UInt8]) throws(JSONError) -> Void
-    ) throws(JSONError) -> Bool {
+        writingParameters write: (inout [UInt8]) throws(Failure) -> Void
+    ) throws(Failure) -> Bool {
         guard !isFinished, let connection else { return false }
         let continues = continues && more
         let bytes = try VarlinkWire.reply(continues: continues, capacity: capacity, writingParameters: write)

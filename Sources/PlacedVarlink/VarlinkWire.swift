@@ -45,11 +45,11 @@ public enum VarlinkWire {
     /// A reply, framed, whose parameters object `write` appends itself as compact JSON text with its
     /// keys in `JSON.keyPrecedes` order: the bytes `reply(_:continues:)` makes of the same object, for
     /// hot replies that cost more to build as `JSON` values than to write. `capacity`: the expected
-    /// size, so the buffer is allocated once.
-    public static func reply(
+    /// size, so the buffer is allocated once. What `write` throws is thrown, and nothing is sent.
+    public static func reply<Failure: Error>(
         continues: Bool = false, capacity: Int = 256,
-        writingParameters write: (inout [UInt8]) throws(JSONError) -> Void
-    ) throws(JSONError) -> [UInt8] {
+        writingParameters write: (inout [UInt8]) throws(Failure) -> Void
+    ) throws(Failure) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(capacity + 32)
         bytes.append(contentsOf: continues ? #"{"continues":true,"parameters":"#.utf8 : #"{"parameters":"#.utf8)

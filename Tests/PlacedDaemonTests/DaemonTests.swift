@@ -219,7 +219,9 @@ extension String {
         #expect(Record.location(try #require(fixture.daemon.location), now: nil)["accuracy"] == .double(8))
         let ranked = try fixture.daemon.rank(
             latitude: centre.latitude, longitude: centre.longitude, accuracy: 8, limit: 3, by: root)
-        #expect(ranked == fixture.daemon.latestRanking?.limited(to: 3).places, "Rank(8) ranks as the 8 m fix did")
+        #expect(
+            ranked.rankedPlaces == fixture.daemon.latestRanking?.limited(to: 3).places,
+            "Rank(8) ranks as the 8 m fix did")
         #expect(throws: ServiceError.self) {
             try fixture.daemon.rank(
                 latitude: centre.latitude, longitude: centre.longitude, accuracy: -1, limit: 3, by: root)

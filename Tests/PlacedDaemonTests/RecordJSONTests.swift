@@ -1,4 +1,6 @@
+import Foundation
 import PlacedJSON
+import PlacedStore
 import PlacedTestSupport
 import PlacedVarlink
 import Testing
@@ -243,6 +245,72 @@ import Testing
                 #expect(String(decoding: fast, as: UTF8.self) == written(parameters))
             }
         }
+    }
+
+    /// The `Rank` reply's places written from a places file's records (`PlaceListing`) are what the
+    /// records of the places `PlaceCatalog.rank` decodes write: random places with escapes, non-ASCII
+    /// text, addresses or none, localized names (empty ones, keys a String compares by canonical
+    /// equivalence), points and areas, ranked at random fixes in several languages.
+    @Test func placeListingsAreWrittenAsTheirDecodedPlacesRecordsAre() throws {
+        var random = SplitMix64(seed: 19)
+        func string(_ pieces: [String]) -> String {
+            (0..<Int(random.next() % 6)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+        }
+        let text = ["a", "ä", "\"", "\\", "\n", "\u{1}", "😀", " ", "カ", "\u{7F}", "Mannerheimintie 1", "\u{1F}"]
+        // A localized name holds neither separator of the names column, and its key is not empty.
+        let localized = text.filter { $0 != "\u{1F}" }
+        let keys = ["sv", "fi", "ja", "sv-fi", "zh-hant", "sv-\u{37E}", "sv-;", "en"]
+        let centre = Coordinate(latitude: 60.17, longitude: 24.94)
+        let projection = LocalProjection(origin: centre)
+        let places = (0..<1500).map { number in
+            var names: [String: String] = [:]
+            for key in keys where random.next() % 4 == 0 {
+                names[key] = random.next() % 5 == 0 ? "" : string(localized)
+            }
+            let point = projection.coordinate(
+                east: random.uniform(in: -400...400), north: random.uniform(in: -400...400))
+            var place = Place(
+                id: "osm:node/\(number)" + string(text), name: string(text), kind: string(["amenity=cafe", "ä", "\""]),
+                address: random.next() % 3 == 0 ? nil : string(text), coordinate: point,
+                addressSource: AddressSource.allCases[Int(random.next() % 5)], localizedNames: names)
+            if random.next() % 6 == 0 {
+                let half = random.uniform(in: 5...60)
+                let ring = [(-1.0, -1.0), (1, -1), (1, 1), (-1, 1), (-1, -1)].map {
+                    LocalProjection(origin: point).coordinate(east: $0.0 * half, north: $0.1 * half)
+                }
+                place.area = 4 * half * half
+                place.outline = ring
+                place.bounds = BoundingBox(
+                    minLatitude: ring[0].latitude, minLongitude: ring[0].longitude, maxLatitude: ring[2].latitude,
+                    maxLongitude: ring[2].longitude)
+            }
+            return place
+        }
+        let directory = makeTemporaryDirectory("placed-listing")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try PlaceDatabase.replace(at: directory + "/places.db", with: places)
+        let catalog = try PlaceCatalog(path: directory + "/places.db")
+        let ranker = try Ranker()
+        var compared = 0
+        for _ in 0..<150 {
+            let fix = Fix(
+                coordinate: projection.coordinate(
+                    east: random.uniform(in: -300...300), north: random.uniform(in: -300...300)),
+                accuracy: [nil, 3, 20, 80][Int(random.next() % 4)])
+            let limit = [1, 5, 20][Int(random.next() % 3)]
+            let ranking = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: limit)
+            let listing = try catalog.rankListing(fix, with: ranker, picks: PickMemory(), now: 0, limit: limit)
+            #expect(listing.rankedPlaces == ranking.places)
+            for language in [nil, "sv", "sv_FI.UTF-8", "ja", "zh-Hant-TW", "sv-;", "en", "xx", ""] {
+                var fast: [UInt8] = []
+                PlaceListJSON.encode(parameters: listing, language: language, into: &fast)
+                var parameters = Record()
+                parameters.set("places", .records(ranking.places.map { Record.place($0, language: language) }))
+                #expect(String(decoding: fast, as: UTF8.self) == written(parameters))
+                compared += ranking.places.count
+            }
+        }
+        #expect(compared > 10_000)
     }
 
     @Test func aRecordReplyIsFramedAsTheJSONValueReply() throws {

@@ -315,3 +315,42 @@ private let nil_ = JSON.null
         }
     }
 }
+
+/// `JSONWriter` (the `Rank` reply's places) writes the text `JSON.encode` writes, within its bounds.
+@Suite struct JSONWriterTests {
+    @Test func stringsAndNumbersAsJSONEncodeWritesThem() throws {
+        var random = SplitMix64(seed: 31)
+        let pieces = [
+            "a", "ä", "\"", "\\", "\n", "\r", "\t", "\u{8}", "\u{C}", "\u{1}", "\u{1F}", "\u{7F}", "😀", "カ",
+            "Mannerheimintie",
+        ]
+        for _ in 0..<5_000 {
+            let string = (0..<Int(random.next() % 12)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }
+                .joined()
+            let number: Double =
+                switch random.next() % 4 {
+                case 0: Double(bitPattern: random.next())
+                case 1: Double(Int64(bitPattern: random.next()) >> Int(random.next() % 64))
+                case 2: random.uniform(in: -180...180)
+                default:
+                    [0, -0.0, .nan, .infinity, -.infinity, 9_007_199_254_740_992, 9_007_199_254_740_994, 1e-7][
+                        Int(random.next() % 8)]
+                }
+            var expected: [UInt8] = []
+            JSON.encode(string: string, into: &expected)
+            if number.isFinite {
+                try JSON.encode(number: number, into: &expected)
+            } else {
+                expected += Array("null".utf8)
+            }
+            var written: [UInt8] = [UInt8(ascii: "x")]
+            let capacity = JSONWriter.stringBound(string.utf8.count) + JSONWriter.numberBound
+            JSONWriter.append(capacity: capacity, to: &written) { writer in
+                var utf8 = string
+                utf8.withUTF8 { writer.string(validUTF8: UnsafeRawBufferPointer($0)) }
+                writer.number(orNull: number)
+            }
+            #expect(written == [UInt8(ascii: "x")] + expected, "\(string.debugDescription) \(number)")
+        }
+    }
+}

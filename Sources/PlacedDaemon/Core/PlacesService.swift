@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedStore
 import PlacedSystem
 
 /// The one seam between the daemon's core and its adapters (D-Bus, varlink, journal, and whatever
@@ -34,9 +35,10 @@ public protocol PlacesService: AnyObject {
 
     /// The latest ranking cut to `limit` places (nil: the default, 5).
     func current(limit: Int?, by caller: Credentials) throws(ServiceError) -> Ranking?
-    /// A what-if ranking at any position: changes nothing.
+    /// A what-if ranking at any position: changes nothing. Its places are read in place from the places
+    /// file (`PlaceListing.rankedPlaces` decodes them).
     func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?, by caller: Credentials)
-        throws(ServiceError) -> [RankedPlace]
+        throws(ServiceError) -> PlaceListing
     /// Records the caller's selection durably, logs it, and announces the marker.
     func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker
     /// Reloads the places if their file changed, and ranks again at the current location.

@@ -1,5 +1,6 @@
 import PlacedCore
 import PlacedJSON
+import PlacedStore
 import PlacedVarlink
 
 // A `Record` as JSON, written in one place: `encodeJSON(into:)` appends the text straight into a reply
@@ -98,11 +99,12 @@ extension Record.Value {
     }
 }
 
-/// A ranking's places as JSON, written straight from the `RankedPlace`s: exactly the bytes that
-/// `.records(places.map { Record.place($0, language:) })` makes through `encodeJSON` (RecordJSONTests
-/// compare the two on every place shape and on random places), without building, sorting and releasing
-/// ten fields a place first — the `Rank` reply lists twenty places, and that was a third of its cost.
-/// `Record.place` stays the definition of a place's keys; this is its fast path for lists.
+/// A ranking's places as JSON, written straight from the `RankedPlace`s or from the places file's
+/// records (`PlaceListing`): exactly the bytes that `.records(places.map { Record.place($0, language:) })`
+/// makes through `encodeJSON` (RecordJSONTests compare them on every place shape, on random places and
+/// on random places files), without building, sorting and releasing ten fields a place first, nor, from
+/// a listing, a `Place` with its Strings — the `Rank` reply lists twenty places, and those were most of
+/// its cost. `Record.place` stays the definition of a place's keys; this is its fast path for lists.
 enum PlaceListJSON {
     /// `Record.place`'s keys.
     private enum Field: String, CaseIterable {
@@ -126,21 +128,28 @@ enum PlaceListJSON {
     }()
 
     static func encode(_ places: [RankedPlace], language: String?, into output: inout [UInt8]) {
-        let fields = Self.fields
-        let attribution = Self.attribution
         output.append(UInt8(ascii: "["))
         for (index, ranked) in places.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
-            output.append(UInt8(ascii: "{"))
-            var first = true
-            for (field, key) in fields {
-                if field == .address, ranked.place.address == nil { continue }
-                if !first { output.append(UInt8(ascii: ",")) }
-                first = false
-                output.append(contentsOf: key)
-                write(field, of: ranked, language: language, attribution: attribution, into: &output)
+            encode(ranked, language: language, into: &output)
+        }
+        output.append(UInt8(ascii: "]"))
+    }
+
+    /// The listing's places, each from its record's text where that gives what decoding would, else
+    /// from the place decoded.
+    static func encode(_ listing: PlaceListing, language: String?, into output: inout [UInt8]) {
+        let nameLanguage = NameLanguage(language)
+        output.append(UInt8(ascii: "["))
+        for index in 0..<listing.count {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            if let text = listing.text(at: index), let name = text.name(for: nameLanguage) {
+                encode(
+                    text, name: name, distance: listing.distance(at: index),
+                    likelihood: listing.likelihood(at: index), into: &output)
+            } else {
+                encode(listing.rankedPlace(at: index), language: language, into: &output)
             }
-            output.append(UInt8(ascii: "}"))
         }
         output.append(UInt8(ascii: "]"))
     }
@@ -152,31 +161,85 @@ enum PlaceListJSON {
         output.append(UInt8(ascii: "}"))
     }
 
-    private static func write(
-        _ field: Field, of ranked: borrowing RankedPlace, language: String?, attribution: [UInt8],
+    static func encode(parameters listing: PlaceListing, language: String?, into output: inout [UInt8]) {
+        output.append(contentsOf: #"{"places":"#.utf8)
+        encode(listing, language: language, into: &output)
+        output.append(UInt8(ascii: "}"))
+    }
+
+    private static func encode(_ ranked: RankedPlace, language: String?, into output: inout [UInt8]) {
+        let place = ranked.place
+        output.append(UInt8(ascii: "{"))
+        var first = true
+        for (field, key) in fields {
+            if field == .address, place.address == nil { continue }
+            if !first { output.append(UInt8(ascii: ",")) }
+            first = false
+            output.append(contentsOf: key)
+            switch field {
+            case .id: JSON.encode(string: place.id, into: &output)
+            case .name: JSON.encode(string: place.name(forLanguage: language), into: &output)
+            case .kind: JSON.encode(string: place.kind, into: &output)
+            case .address: JSON.encode(string: place.address ?? "", into: &output)
+            case .latitude: Record.Value.encode(number: place.coordinate.latitude, into: &output)
+            case .longitude: Record.Value.encode(number: place.coordinate.longitude, into: &output)
+            case .distance: Record.Value.encode(number: ranked.distance, into: &output)
+            case .likelihood: Record.Value.encode(number: ranked.likelihood, into: &output)
+            case .attribution: output.append(contentsOf: attribution)
+            case .addressSource: JSON.encode(string: place.addressSource.rawValue, into: &output)
+            }
+        }
+        output.append(UInt8(ascii: "}"))
+    }
+
+    /// The same fields from a record's text (`name`: the one chosen for the reader's language), written
+    /// through a `JSONWriter` sized for the place.
+    private static func encode(
+        _ text: PlaceText, name: UnsafeRawBufferPointer, distance: Double, likelihood: Double,
         into output: inout [UInt8]
     ) {
-        switch field {
-        case .id: JSON.encode(string: ranked.place.id, into: &output)
-        case .name: JSON.encode(string: ranked.place.name(forLanguage: language), into: &output)
-        case .kind: JSON.encode(string: ranked.place.kind, into: &output)
-        case .address: JSON.encode(string: ranked.place.address ?? "", into: &output)
-        case .latitude: Record.Value.encode(number: ranked.place.coordinate.latitude, into: &output)
-        case .longitude: Record.Value.encode(number: ranked.place.coordinate.longitude, into: &output)
-        case .distance: Record.Value.encode(number: ranked.distance, into: &output)
-        case .likelihood: Record.Value.encode(number: ranked.likelihood, into: &output)
-        case .attribution: output.append(contentsOf: attribution)
-        case .addressSource: JSON.encode(string: ranked.place.addressSource.rawValue, into: &output)
+        let stringBytes =
+            text.id.count + name.count + text.kind.utf8.count + (text.address?.count ?? 0)
+            + text.addressSource.rawValue.utf8.count
+        let capacity = fixedBound + JSONWriter.stringBound(stringBytes) + 4 * JSONWriter.stringBound(0)
+        JSONWriter.append(capacity: capacity, to: &output) { writer in
+            writer.byte(UInt8(ascii: "{"))
+            var first = true
+            for (field, key) in fields {
+                if field == .address, text.address == nil { continue }
+                if !first { writer.byte(UInt8(ascii: ",")) }
+                first = false
+                writer.bytes(key)
+                switch field {
+                case .id: writer.string(validUTF8: text.id)
+                case .name: writer.string(validUTF8: name)
+                case .kind: writer.string(text.kind)
+                case .address: writer.string(validUTF8: text.address!)
+                case .latitude: writer.number(orNull: text.coordinate.latitude)
+                case .longitude: writer.number(orNull: text.coordinate.longitude)
+                case .distance: writer.number(orNull: distance)
+                case .likelihood: writer.number(orNull: likelihood)
+                case .attribution: writer.bytes(attribution)
+                case .addressSource: writer.string(text.addressSource.rawValue)
+                }
+            }
+            writer.byte(UInt8(ascii: "}"))
         }
     }
+
+    /// A place's bytes but for its strings: braces, keys, commas, the attribution, four numbers.
+    private static let fixedBound =
+        fields.reduce(2) { $0 + $1.key.count + 1 } + attribution.count + 4 * JSONWriter.numberBound
 }
 
 extension VarlinkCall {
     /// Replies `{"places": [...]}`, the places written by `PlaceListJSON`: the parameters
-    /// `Record` with `"places": .records(places.map { Record.place($0, language:) })` makes.
-    func reply(places: [RankedPlace], language: String?) {
-        _ = try! reply(capacity: 32 + places.count * 320) { output in
-            PlaceListJSON.encode(parameters: places, language: language, into: &output)
+    /// `Record` with `"places": .records(places.map { Record.place($0, language:) })` makes. A file
+    /// found truncated while the places were read is the store's failure, and nothing is sent.
+    func reply(places listing: PlaceListing, language: String?) throws(ServiceError) {
+        _ = try reply(capacity: 32 + listing.count * 320) { (output: inout [UInt8]) throws(ServiceError) in
+            PlaceListJSON.encode(parameters: listing, language: language, into: &output)
+            if let damage = listing.damage { throw .storeFailed(reason: "\(damage)") }
         }
     }
 }

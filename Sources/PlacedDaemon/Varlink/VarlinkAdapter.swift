@@ -116,7 +116,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                call.reply(places: places, language: language)
+                try call.reply(places: places, language: language)
             case "Map":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
                 let language = try language(of: call)
