@@ -2,7 +2,8 @@
 /// value, the nearest of them when several are as short; `1e-05`, `0.0001`, `9.007199254740994e+15`), straight into a
 /// byte buffer: `description` builds a `String` per number, and a ranking's reply has 80 of them.
 ///
-/// The digits come from Grisu3 (Loitsch, "Printing Floating-Point Numbers Quickly and Accurately with
+/// A number of eight decimals or fewer below 10^7 (a coordinate) has its digits found directly
+/// (`fewDecimals`); the others' come from Grisu3 (Loitsch, "Printing Floating-Point Numbers Quickly and Accurately with
 /// Integers", PLDI 2010; the cached powers of ten are double-conversion's): 64-bit integer arithmetic
 /// that either proves its digits the shortest and the nearest or gives up, as it does for about one
 /// double in 200; those are written by `description` itself. So the text is `description`'s for every
@@ -37,7 +38,10 @@ enum ShortestDouble {
         }
         // The digits go after the sign; formatting moves them into place.
         let digits = text + length
-        guard let (count, exponent) = shortestDigits(of: value.magnitude, into: digits) else { return 0 }
+        guard
+            let (count, exponent) = fewDecimals(of: value.magnitude, into: digits)
+                ?? shortestDigits(of: value.magnitude, into: digits)
+        else { return 0 }
         // The value is 0.d1d2...dn × 10^point.
         let point = exponent + count
         if point < -3 || value.magnitude > 0x1.0p53 {
@@ -88,6 +92,44 @@ enum ShortestDouble {
         digits[point] = UInt8(ascii: ".")
         digits[point + 1] = UInt8(ascii: "0")
         return point + 2
+    }
+
+    // MARK: Few decimals
+
+    /// The digits of a number with at most eight decimals (a stored coordinate: 60.1699, 24.9384123),
+    /// found without Grisu3: n, the integer nearest value × 10^8, when it reads back as the value:
+    /// n / 10^8 == value, both exact doubles, so the division is correctly rounded, the double nearest
+    /// the decimal n × 10^-8, which is what reading it gives. Below 10^15 that decimal, its trailing zeros
+    /// dropped, is the shortest and the nearest, as `description` chooses: any decimal of eight digits or
+    /// fewer that reads back lies within half an ulp of the value, so within 0.12 of value × 10^8, whose
+    /// product is off by less than that again, so it is n (none shorter is missed); and two decimals
+    /// 10^-8 apart, 10^-15 of the value or more, cannot both lie within half an ulp of it. Nil for
+    /// anything else (the 17 digits of a distance or a likelihood): Grisu3 then.
+    private static func fewDecimals(of value: Double, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
+        let scale = 1e8
+        let scaled = value * scale
+        guard scaled < 1e15 else { return nil }
+        // Nearest by truncating scaled + 0.5 (no libm call): n lies within 0.25 of scaled when it reads
+        // back, whatever the addition rounds; a wrong n just fails the test below.
+        let nearest = Double(UInt64(scaled + 0.5))
+        guard nearest > 0, nearest / scale == value else { return nil }
+        var integer = UInt64(nearest)
+        var exponent = -8
+        while integer % 10 == 0 {
+            integer /= 10
+            exponent += 1
+        }
+        var count = 0
+        var rest = integer
+        repeat {
+            count += 1
+            rest /= 10
+        } while rest > 0
+        for index in stride(from: count - 1, through: 0, by: -1) {
+            buffer[index] = UInt8(ascii: "0") + UInt8(integer % 10)
+            integer /= 10
+        }
+        return (count, exponent)
     }
 
     // MARK: Grisu3

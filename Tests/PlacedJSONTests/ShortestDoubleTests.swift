@@ -61,6 +61,23 @@ import Testing
         expectDescription((0..<200_000).lazy.map { _ in rng.uniform(in: 0...1e-3) })
     }
 
+    /// Decimals of one to nine places up to the 10^15 bound of `fewDecimals`, and their neighbours.
+    @Test func writesWhatDescriptionWritesForShortDecimals() {
+        var rng = SplitMix64(seed: 21)
+        let powers = (0...9).map { Double("1e\($0)")! }
+        let values = (0..<400_000).lazy.map { _ -> Double in
+            let digits = Int(rng.next() % 16) + 1
+            let integer = Double(rng.next() % UInt64(Double("1e\(digits)")!))
+            let value = integer / powers[Int(rng.next() % 10)]
+            switch rng.next() % 4 {
+            case 0: return value.nextUp
+            case 1: return value.nextDown
+            default: return value
+            }
+        }
+        expectDescription(values)
+    }
+
     @Test func writesWhatDescriptionWritesAtTheEdges() {
         var values: [Double] = [
             0, -0.0, 0.1, 0.2, 0.3, 1.5, -2.5e-7, 0.001, 0.0001, 0.00001, 0.000123, 1e-7, 123.456, 60.1699,
