@@ -595,17 +595,11 @@ extension JSON {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { text in
             let count = format(number: number, into: text.baseAddress!)
-            if count > 0 {
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
-            } else {
-                var fallback = number.description
-                fallback.withUTF8 { output.append(contentsOf: $0) }
-            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
         }
     }
 
-    /// `number` (finite) as JSON text into `text` (32 bytes at least); 0 when only `description` can
-    /// write it (the one double in 200 ShortestDouble cannot prove). Exact integers within ±2^53 print as
+    /// `number` (finite) as JSON text into `text` (32 bytes at least); returns its length. Exact integers within ±2^53 print as
     /// integers ("3", not "3.0"; "-0" becomes "0"), the others in Swift's shortest round-trip form
     /// ("0.1", "1e-07", "1e+20"), which is valid JSON as written.
     static func format(number: Double, into text: UnsafeMutablePointer<UInt8>) -> Int {

@@ -72,13 +72,6 @@ public struct JSONWriter {
             for byte in "null".utf8 { self.byte(byte) }
             return
         }
-        let written = JSON.format(number: value, into: end)
-        if written > 0 {
-            end += written
-        } else {
-            // The one double in 200 Grisu3 cannot prove: `description`, as JSON.encode writes it too.
-            var text = value.description
-            text.withUTF8 { bytes(UnsafeRawBufferPointer($0)) }
-        }
+        end += JSON.format(number: value, into: end)
     }
 }

@@ -3,27 +3,19 @@
 /// byte buffer: `description` builds a `String` per number, and a ranking's reply has 80 of them.
 ///
 /// A number of eight decimals or fewer below 10^7 (a coordinate) has its digits found directly
-/// (`fewDecimals`); the others' come from Grisu3 (Loitsch, "Printing Floating-Point Numbers Quickly and Accurately with
-/// Integers", PLDI 2010; the cached powers of ten are double-conversion's): 64-bit integer arithmetic
-/// that either proves its digits the shortest and the nearest or gives up, as it does for about one
-/// double in 200; those are written by `description` itself. So the text is `description`'s for every
-/// value (ShortestDoubleTests compare the two over millions of doubles).
+/// (`fewDecimals`); the others' come from Ryu (`shortestDigits`), which chooses the digits as
+/// `description` does for every double (ShortestDoubleTests compare the two over millions of doubles).
 enum ShortestDouble {
     /// Appends `value` (finite) as `value.description` reads.
     static func append(_ value: Double, to output: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { text in
             let count = format(value, into: text.baseAddress!)
-            if count > 0 {
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
-            } else {
-                var fallback = value.description
-                fallback.withUTF8 { output.append(contentsOf: $0) }
-            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
         }
     }
 
-    /// Writes `value` (finite) into `text` (32 bytes at least) as `description` reads; 0 when Grisu3
-    /// gave up.
+    /// Writes `value` (finite) into `text` (32 bytes at least) as `description` reads; returns its
+    /// length.
     static func format(_ value: Double, into text: UnsafeMutablePointer<UInt8>) -> Int {
         var length = 0
         if value.sign == .minus {
@@ -38,10 +30,8 @@ enum ShortestDouble {
         }
         // The digits go after the sign; formatting moves them into place.
         let digits = text + length
-        guard
-            let (count, exponent) = fewDecimals(of: value.magnitude, into: digits)
-                ?? shortestDigits(of: value.magnitude, into: digits)
-        else { return 0 }
+        let (count, exponent) =
+            fewDecimals(of: value.magnitude, into: digits) ?? shortestDigits(of: value.magnitude, into: digits)
         // The value is 0.d1d2...dn × 10^point.
         let point = exponent + count
         if point < -3 || value.magnitude > 0x1.0p53 {
@@ -97,14 +87,14 @@ enum ShortestDouble {
     // MARK: Few decimals
 
     /// The digits of a number with at most eight decimals (a stored coordinate: 60.1699, 24.9384123),
-    /// found without Grisu3: n, the integer nearest value × 10^8, when it reads back as the value:
+    /// found without Ryu: n, the integer nearest value × 10^8, when it reads back as the value:
     /// n / 10^8 == value, both exact doubles, so the division is correctly rounded, the double nearest
     /// the decimal n × 10^-8, which is what reading it gives. Below 10^15 that decimal, its trailing zeros
     /// dropped, is the shortest and the nearest, as `description` chooses: any decimal of eight digits or
     /// fewer that reads back lies within half an ulp of the value, so within 0.12 of value × 10^8, whose
     /// product is off by less than that again, so it is n (none shorter is missed); and two decimals
     /// 10^-8 apart, 10^-15 of the value or more, cannot both lie within half an ulp of it. Nil for
-    /// anything else (the 17 digits of a distance or a likelihood): Grisu3 then.
+    /// anything else (the 17 digits of a distance or a likelihood): Ryu then.
     private static func fewDecimals(of value: Double, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
         let scale = 1e8
         let scaled = value * scale
@@ -119,190 +109,289 @@ enum ShortestDouble {
             integer /= 10
             exponent += 1
         }
-        var count = 0
-        var rest = integer
-        repeat {
-            count += 1
-            rest /= 10
-        } while rest > 0
-        for index in stride(from: count - 1, through: 0, by: -1) {
-            buffer[index] = UInt8(ascii: "0") + UInt8(integer % 10)
-            integer /= 10
-        }
+        let count = digitCount(integer)
+        writeDigits(integer, count: count, into: buffer)
         return (count, exponent)
     }
 
-    // MARK: Grisu3
+    // MARK: Ryu
 
-    /// f × 2^e.
-    private struct DiyFp {
-        var f: UInt64
-        var e: Int
-
-        /// The product rounded to 64 bits (within half a unit of the last place, as Grisu assumes).
-        static func * (a: DiyFp, b: DiyFp) -> DiyFp {
-            let (high, low) = a.f.multipliedFullWidth(by: b.f)
-            return DiyFp(f: high &+ (low >> 63), e: a.e + b.e + 64)
-        }
-
-        var normalized: DiyFp {
-            let shift = f.leadingZeroBitCount
-            return DiyFp(f: f << shift, e: e - shift)
-        }
-    }
-
-    /// The shortest digits of `value` (positive, finite) into `buffer` (18 bytes) and their decimal
-    /// exponent (value ≈ digits × 10^exponent); nil when Grisu3 cannot prove them shortest and nearest.
-    private static func shortestDigits(of value: Double, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
+    /// The shortest digits of `value` (positive, finite) into `buffer` (17 bytes) and their decimal
+    /// exponent (value reads back from digits × 10^exponent), by Ryu (Ulf Adams, "Ryū: Fast
+    /// Float-to-String Conversion", PLDI 2018; this is its reference d2s.c with the small tables of
+    /// d2s_small_table.h): of the decimals that read back as the value (the interval's ends included when
+    /// the significand is even, as reading rounds a tie to even) the shortest, and of those the nearest,
+    /// a tie to the even one: what `description` chooses.
+    private static func shortestDigits(of value: Double, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int) {
         let bits = value.bitPattern
-        let fraction = bits & (1 << 52 - 1)
-        let biased = Int(bits >> 52)
-        // v = f × 2^e, with the hidden bit for normal numbers.
-        let v = biased == 0 ? DiyFp(f: fraction, e: -1074) : DiyFp(f: fraction | 1 << 52, e: biased - 1075)
-        // The boundaries halfway to the neighbouring doubles; the lower one is closer at a power of two.
-        let plus = DiyFp(f: v.f << 1 + 1, e: v.e - 1).normalized
-        let lowerIsCloser = fraction == 0 && biased > 1
-        let unaligned = lowerIsCloser ? DiyFp(f: v.f << 2 - 1, e: v.e - 2) : DiyFp(f: v.f << 1 - 1, e: v.e - 1)
-        let minus = DiyFp(f: unaligned.f << (unaligned.e - plus.e), e: plus.e)
-        let w = v.normalized
-        // A cached power 10^-k that brings w's binary exponent into [-60, -32].
-        let minimumExponent = -60 - (w.e + 64)
-        let estimate = Double(minimumExponent + 63) * 0.30102999566398114
-        var k = Int(estimate)  // its ceiling, without libm
-        if Double(k) < estimate { k += 1 }
-        let index = (348 + k - 1) / 8 + 1
-        let power = DiyFp(f: cachedSignificands[index], e: Int(cachedBinaryExponents[index]))
-        guard
-            let (length, kappa) = digitGen(low: minus * power, w: w * power, high: plus * power, into: buffer)
-        else { return nil }
-        return (length, kappa - Int(cachedDecimalExponents[index]))
-    }
-
-    /// Generates digits of `high` until they lie within (low, high), then rounds them towards `w`.
-    private static func digitGen(low: DiyFp, w: DiyFp, high: DiyFp, into buffer: UnsafeMutablePointer<UInt8>)
-        -> (Int, Int)?
-    {
-        var unit: UInt64 = 1
-        let tooLow = low.f &- unit
-        let tooHigh = high.f &+ unit
-        var unsafeInterval = tooHigh &- tooLow
-        let shift = UInt64(-w.e)
-        let one: UInt64 = 1 << shift
-        var integrals = UInt32(truncatingIfNeeded: tooHigh >> shift)
-        var fractionals = tooHigh & (one - 1)
-        var (divisor, kappa) = biggestPowerOfTen(notAbove: integrals)
-        var length = 0
-        while kappa > 0 {
-            let digit = integrals / divisor
-            buffer[length] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: digit)
-            length += 1
-            integrals %= divisor
-            kappa -= 1
-            let rest = UInt64(integrals) << shift + fractionals
-            if rest < unsafeInterval {
-                let nearest = roundWeed(
-                    buffer, length: length, distanceTooHighW: tooHigh &- w.f, unsafeInterval: unsafeInterval,
-                    rest: rest, tenKappa: UInt64(divisor) << shift, unit: unit)
-                return nearest ? (length, kappa) : nil
+        let ieeeMantissa = bits & (1 << 52 - 1)
+        let ieeeExponent = Int(bits >> 52)
+        // value = m2 × 2^(e2 + 2): two more bits for the interval's ends.
+        let e2 = (ieeeExponent == 0 ? 1 : ieeeExponent) - 1023 - 52 - 2
+        let m2 = ieeeExponent == 0 ? ieeeMantissa : 1 << 52 | ieeeMantissa
+        let acceptBounds = m2 & 1 == 0
+        let mv = 4 * m2
+        // The lower end is closer at a power of two (not at the smallest normal).
+        let mmShift: UInt64 = ieeeMantissa != 0 || ieeeExponent <= 1 ? 1 : 0
+        // The value and the interval's ends (vr, vp, vm) in a decimal power: × 10^-e10.
+        var vr: UInt64
+        var vp: UInt64
+        var vm: UInt64
+        let e10: Int
+        var vmIsTrailingZeros = false
+        var vrIsTrailingZeros = false
+        if e2 >= 0 {
+            let q = log10Pow2(e2) - (e2 > 3 ? 1 : 0)
+            e10 = q
+            let shift = -e2 + q + pow5InverseBitCount + pow5Bits(q) - 1
+            let power = inversePowerOf5(q)
+            vr = mulShift(mv, power, shift)
+            vp = mulShift(mv + 2, power, shift)
+            vm = mulShift(mv - 1 - mmShift, power, shift)
+            if q <= 21 {
+                // At most one of mv, mp and mm is a multiple of 5.
+                if mv % 5 == 0 {
+                    vrIsTrailingZeros = isMultiple(mv, ofPowerOf5: q)
+                } else if acceptBounds {
+                    vmIsTrailingZeros = isMultiple(mv - 1 - mmShift, ofPowerOf5: q)
+                } else if isMultiple(mv + 2, ofPowerOf5: q) {
+                    vp -= 1
+                }
             }
-            divisor /= 10
-        }
-        while length < 18 {
-            fractionals &*= 10
-            unit &*= 10
-            unsafeInterval &*= 10
-            buffer[length] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fractionals >> shift)
-            length += 1
-            fractionals &= one - 1
-            kappa -= 1
-            if fractionals < unsafeInterval {
-                let nearest = roundWeed(
-                    buffer, length: length, distanceTooHighW: (tooHigh &- w.f) &* unit,
-                    unsafeInterval: unsafeInterval, rest: fractionals, tenKappa: one, unit: unit)
-                return nearest ? (length, kappa) : nil
+        } else {
+            let q = log10Pow5(-e2) - (-e2 > 1 ? 1 : 0)
+            e10 = q + e2
+            let i = -e2 - q
+            let shift = q - (pow5Bits(i) - pow5BitCount)
+            let power = powerOf5(i)
+            vr = mulShift(mv, power, shift)
+            vp = mulShift(mv + 2, power, shift)
+            vm = mulShift(mv - 1 - mmShift, power, shift)
+            if q <= 1 {
+                // mv = 4 × m2 has two trailing zero bits; mm one when mmShift is 1; mp always one.
+                vrIsTrailingZeros = true
+                if acceptBounds { vmIsTrailingZeros = mmShift == 1 } else { vp -= 1 }
+            } else if q < 63 {
+                vrIsTrailingZeros = mv & (1 << UInt64(q) - 1) == 0
             }
         }
-        return nil  // not reached for a double; bounds the buffer all the same
+        // The shortest decimal in the interval: drop digits while the ends still differ.
+        var removed = 0
+        let output: UInt64
+        if vmIsTrailingZeros || vrIsTrailingZeros {
+            // The rare general case (about 0.7 %): an end or the value is exact in this power.
+            var lastRemovedDigit: UInt64 = 0
+            while vp / 10 > vm / 10 {
+                vmIsTrailingZeros = vmIsTrailingZeros && vm % 10 == 0
+                vrIsTrailingZeros = vrIsTrailingZeros && lastRemovedDigit == 0
+                lastRemovedDigit = vr % 10
+                vr /= 10
+                vp /= 10
+                vm /= 10
+                removed += 1
+            }
+            if vmIsTrailingZeros {
+                while vm % 10 == 0 {
+                    vrIsTrailingZeros = vrIsTrailingZeros && lastRemovedDigit == 0
+                    lastRemovedDigit = vr % 10
+                    vr /= 10
+                    vp /= 10
+                    vm /= 10
+                    removed += 1
+                }
+            }
+            // A tie (the exact value ends in 50...0) rounds to even.
+            if vrIsTrailingZeros, lastRemovedDigit == 5, vr % 2 == 0 { lastRemovedDigit = 4 }
+            let outside = vr == vm && (!acceptBounds || !vmIsTrailingZeros)
+            output = vr + (outside || lastRemovedDigit >= 5 ? 1 : 0)
+        } else {
+            var roundUp = false
+            if vp / 100 > vm / 100 {
+                roundUp = vr % 100 >= 50
+                vr /= 100
+                vp /= 100
+                vm /= 100
+                removed += 2
+            }
+            while vp / 10 > vm / 10 {
+                roundUp = vr % 10 >= 5
+                vr /= 10
+                vp /= 10
+                vm /= 10
+                removed += 1
+            }
+            output = vr + (vr == vm || roundUp ? 1 : 0)
+        }
+        let count = digitCount(output)
+        writeDigits(output, count: count, into: buffer)
+        return (count, e10 + removed)
     }
 
-    /// Moves the last digit down while that brings the number closer to w, then says whether the result
-    /// is provably the nearest and inside the interval.
-    private static func roundWeed(
-        _ buffer: UnsafeMutablePointer<UInt8>, length: Int, distanceTooHighW: UInt64, unsafeInterval: UInt64,
-        rest: UInt64, tenKappa: UInt64, unit: UInt64
-    ) -> Bool {
-        let smallDistance = distanceTooHighW &- unit
-        let bigDistance = distanceTooHighW &+ unit
-        var rest = rest
-        while rest < smallDistance, unsafeInterval &- rest >= tenKappa,
-            rest &+ tenKappa < smallDistance || smallDistance &- rest >= rest &+ tenKappa &- smallDistance
-        {
-            buffer[length - 1] -= 1
-            rest &+= tenKappa
-        }
-        if rest < bigDistance, unsafeInterval &- rest >= tenKappa,
-            rest &+ tenKappa < bigDistance || bigDistance &- rest > rest &+ tenKappa &- bigDistance
-        {
-            return false
-        }
-        return 2 &* unit <= rest && rest <= unsafeInterval &- 4 &* unit
+    // MARK: Digits
+
+    /// How many decimal digits `value` (positive) has: ⌊log10 2^bits⌋ by 1233/4096, then one more at or
+    /// past that power of ten.
+    @inline(__always)
+    private static func digitCount(_ value: UInt64) -> Int {
+        let estimate = ((64 - value.leadingZeroBitCount) * 1233) >> 12
+        return estimate + (value >= powersOf10[estimate] ? 1 : 0)
     }
 
-    /// The largest power of ten not above `number` and its count of digits (1 and 0 for 0).
-    private static func biggestPowerOfTen(notAbove number: UInt32) -> (UInt32, Int) {
-        var power: UInt32 = 1_000_000_000
-        var digits = 10
-        while digits > 1, power > number {
-            power /= 10
-            digits -= 1
+    /// The `count` digits of `value` into `buffer`, two at a time.
+    @inline(__always)
+    private static func writeDigits(_ value: UInt64, count: Int, into buffer: UnsafeMutablePointer<UInt8>) {
+        var value = value
+        var end = count
+        while end >= 2 {
+            let pair = Int(value % 100) * 2
+            value /= 100
+            buffer[end - 2] = digitPairs[pair]
+            buffer[end - 1] = digitPairs[pair + 1]
+            end -= 2
         }
-        return number == 0 ? (1, 0) : (power, digits)
+        if end == 1 { buffer[0] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value) }
     }
 
-    /// 10^k for k = -348, -340, ... 340: the significand rounded to 64 bits, its binary and decimal
-    /// exponents.
-    private static let cachedSignificands: [UInt64] = [
-        0xfa8fd5a0081c0288, 0xbaaee17fa23ebf76, 0x8b16fb203055ac76, 0xcf42894a5dce35ea,
-        0x9a6bb0aa55653b2d, 0xe61acf033d1a45df, 0xab70fe17c79ac6ca, 0xff77b1fcbebcdc4f,
-        0xbe5691ef416bd60c, 0x8dd01fad907ffc3c, 0xd3515c2831559a83, 0x9d71ac8fada6c9b5,
-        0xea9c227723ee8bcb, 0xaecc49914078536d, 0x823c12795db6ce57, 0xc21094364dfb5637,
-        0x9096ea6f3848984f, 0xd77485cb25823ac7, 0xa086cfcd97bf97f4, 0xef340a98172aace5,
-        0xb23867fb2a35b28e, 0x84c8d4dfd2c63f3b, 0xc5dd44271ad3cdba, 0x936b9fcebb25c996,
-        0xdbac6c247d62a584, 0xa3ab66580d5fdaf6, 0xf3e2f893dec3f126, 0xb5b5ada8aaff80b8,
-        0x87625f056c7c4a8b, 0xc9bcff6034c13053, 0x964e858c91ba2655, 0xdff9772470297ebd,
-        0xa6dfbd9fb8e5b88f, 0xf8a95fcf88747d94, 0xb94470938fa89bcf, 0x8a08f0f8bf0f156b,
-        0xcdb02555653131b6, 0x993fe2c6d07b7fac, 0xe45c10c42a2b3b06, 0xaa242499697392d3,
-        0xfd87b5f28300ca0e, 0xbce5086492111aeb, 0x8cbccc096f5088cc, 0xd1b71758e219652c,
-        0x9c40000000000000, 0xe8d4a51000000000, 0xad78ebc5ac620000, 0x813f3978f8940984,
-        0xc097ce7bc90715b3, 0x8f7e32ce7bea5c70, 0xd5d238a4abe98068, 0x9f4f2726179a2245,
-        0xed63a231d4c4fb27, 0xb0de65388cc8ada8, 0x83c7088e1aab65db, 0xc45d1df942711d9a,
-        0x924d692ca61be758, 0xda01ee641a708dea, 0xa26da3999aef774a, 0xf209787bb47d6b85,
-        0xb454e4a179dd1877, 0x865b86925b9bc5c2, 0xc83553c5c8965d3d, 0x952ab45cfa97a0b3,
-        0xde469fbd99a05fe3, 0xa59bc234db398c25, 0xf6c69a72a3989f5c, 0xb7dcbf5354e9bece,
-        0x88fcf317f22241e2, 0xcc20ce9bd35c78a5, 0x98165af37b2153df, 0xe2a0b5dc971f303a,
-        0xa8d9d1535ce3b396, 0xfb9b7cd9a4a7443c, 0xbb764c4ca7a44410, 0x8bab8eefb6409c1a,
-        0xd01fef10a657842c, 0x9b10a4e5e9913129, 0xe7109bfba19c0c9d, 0xac2820d9623bf429,
-        0x80444b5e7aa7cf85, 0xbf21e44003acdd2d, 0x8e679c2f5e44ff8f, 0xd433179d9c8cb841,
-        0x9e19db92b4e31ba9, 0xeb96bf6ebadf77d9, 0xaf87023b9bf0ee6b,
+    /// "00", "01", ... "99".
+    private static let digitPairs: [UInt8] = (0..<100).flatMap { pair in
+        [UInt8(ascii: "0") + UInt8(pair / 10), UInt8(ascii: "0") + UInt8(pair % 10)]
+    }
+
+    /// 10^0 ... 10^19.
+    private static let powersOf10: [UInt64] = (0..<20).map { exponent in
+        (0..<exponent).reduce(1) { power, _ in power * 10 }
+    }
+
+    /// A 128-bit power of five as two words (UInt128's operators check for overflow; these need none).
+    private typealias Power = (high: UInt64, low: UInt64)
+
+    /// The 64 bits of (m × power) >> shift that Ryu needs (the product has at most 179 bits, the shift is
+    /// at least 115).
+    @inline(__always)
+    private static func mulShift(_ m: UInt64, _ power: Power, _ shift: Int) -> UInt64 {
+        let low = m.multipliedFullWidth(by: power.low).high
+        let high = m.multipliedFullWidth(by: power.high)
+        let (sum, carry) = high.low.addingReportingOverflow(low)
+        return shiftRight(high: high.high &+ (carry ? 1 : 0), low: sum, by: shift - 64)
+    }
+
+    /// (high:low) >> distance, 0 < distance < 64, cut to 64 bits.
+    @inline(__always)
+    private static func shiftRight(high: UInt64, low: UInt64, by distance: Int) -> UInt64 {
+        (high &<< UInt64(64 - distance)) | (low &>> UInt64(distance))
+    }
+
+    /// m × power as three words, high to low.
+    @inline(__always)
+    private static func multiply(_ m: UInt64, _ power: Power) -> (UInt64, UInt64, UInt64) {
+        let high = m.multipliedFullWidth(by: power.high)
+        let low = m.multipliedFullWidth(by: power.low)
+        let (middle, carry) = low.high.addingReportingOverflow(high.low)
+        return (high.high &+ (carry ? 1 : 0), middle, low.low)
+    }
+
+    /// ⌈log2 5^e⌉ (1 for 0), for e ≤ 3528.
+    @inline(__always)
+    private static func pow5Bits(_ e: Int) -> Int { (e * 1_217_359) >> 19 + 1 }
+    /// ⌊log10 2^e⌋, for e ≤ 1650.
+    @inline(__always)
+    private static func log10Pow2(_ e: Int) -> Int { (e * 78_913) >> 18 }
+    /// ⌊log10 5^e⌋, for e ≤ 2620.
+    @inline(__always)
+    private static func log10Pow5(_ e: Int) -> Int { (e * 732_923) >> 20 }
+
+    private static func isMultiple(_ value: UInt64, ofPowerOf5 power: Int) -> Bool {
+        // Multiplying by 5's inverse modulo 2^64 leaves a number at most 2^64 / 5 exactly when 5 divides.
+        var value = value
+        var count = 0
+        while true {
+            value &*= 14_757_395_258_967_641_293
+            if value > 3_689_348_814_741_910_323 { break }
+            count += 1
+        }
+        return count >= power
+    }
+
+    private static let pow5BitCount = 125
+    private static let pow5InverseBitCount = 125
+
+    /// 5^i as Ryu's table holds it (its top 125 bits), from every 26th power and an exact factor.
+    private static func powerOf5(_ i: Int) -> Power {
+        let base = i / 26
+        let offset = i - base * 26
+        let multiplier = pow5Split[base]
+        if offset == 0 { return multiplier }
+        let (high, middle, low) = multiply(pow5Table[offset], multiplier)
+        let delta = pow5Bits(i) - pow5Bits(base * 26)
+        let correction = UInt64((pow5Offsets[i / 16] >> ((i % 16) << 1)) & 3)
+        return (
+            shiftRight(high: high, low: middle, by: delta), shiftRight(high: middle, low: low, by: delta) &+ correction
+        )
+    }
+
+    /// 2^k / 5^i as Ryu's table holds it (rounded up to 125 bits), from every 26th power and an exact
+    /// factor.
+    private static func inversePowerOf5(_ i: Int) -> Power {
+        let base = (i + 25) / 26
+        let offset = base * 26 - i
+        let multiplier = pow5InverseSplit[base]
+        if offset == 0 { return multiplier }
+        let (high, middle, low) = multiply(pow5Table[offset], (multiplier.high, multiplier.low - 1))
+        let delta = pow5Bits(base * 26) - pow5Bits(i)
+        let correction = UInt64((pow5InverseOffsets[i / 16] >> ((i % 16) << 1)) & 3)
+        return (
+            shiftRight(high: high, low: middle, by: delta),
+            shiftRight(high: middle, low: low, by: delta) &+ 1 &+ correction
+        )
+    }
+
+    /// 5^0 ... 5^25.
+    private static let pow5Table: [UInt64] = (0..<26).map { exponent in
+        (0..<exponent).reduce(1) { power, _ in power * 5 }
+    }
+
+    /// d2s_small_table.h's DOUBLE_POW5_SPLIT2 (5^0, 5^26, 5^52 ...), as it writes them: low word first.
+    private static let pow5Split: [Power] = [
+        (0, 1_152_921_504_606_846_976), (0, 1_490_116_119_384_765_625),
+        (1_032_610_780_636_961_552, 1_925_929_944_387_235_853), (7_910_200_175_544_436_838, 1_244_603_055_572_228_341),
+        (16_941_905_809_032_713_930, 1_608_611_746_708_759_036),
+        (13_024_893_955_298_202_172, 2_079_081_953_128_979_843),
+        (6_607_496_772_837_067_824, 1_343_575_221_513_417_750),
+        (17_332_926_989_895_652_603, 1_736_530_273_035_216_783),
+        (13_037_379_183_483_547_984, 2_244_412_773_384_604_712),
+        (1_605_989_338_741_628_675, 1_450_417_759_929_778_918),
+        (9_630_225_068_416_591_280, 1_874_621_017_369_538_693),
+        (665_883_850_346_957_067, 1_211_445_438_634_777_304),
+        (14_931_890_668_723_713_708, 1_565_756_531_257_009_982),
+    ].map { (low: UInt64, high: UInt64) in (high, low) }
+
+    /// d2s_small_table.h's POW5_OFFSETS: the corrections, two bits for each power.
+    private static let pow5Offsets: [UInt32] = [
+        0x0000_0000, 0x0000_0000, 0x0000_0000, 0x0000_0000, 0x4000_0000, 0x5969_5995, 0x5554_5555, 0x5655_5515,
+        0x4115_0504, 0x4055_5410, 0x4455_5145, 0x4450_4540, 0x4555_5550, 0x4000_4000, 0x9644_0440, 0x5556_5565,
+        0x5445_4045, 0x4015_4151, 0x5555_9155, 0x5140_5555, 0x0000_0105,
     ]
-    private static let cachedBinaryExponents: [Int16] = [
-        -1220, -1193, -1166, -1140, -1113, -1087, -1060, -1034, -1007, -980, -954, -927,
-        -901, -874, -847, -821, -794, -768, -741, -715, -688, -661, -635, -608,
-        -582, -555, -529, -502, -475, -449, -422, -396, -369, -343, -316, -289,
-        -263, -236, -210, -183, -157, -130, -103, -77, -50, -24, 3, 30,
-        56, 83, 109, 136, 162, 189, 216, 242, 269, 295, 322, 348,
-        375, 402, 428, 455, 481, 508, 534, 561, 588, 614, 641, 667,
-        694, 720, 747, 774, 800, 827, 853, 880, 907, 933, 960, 986,
-        1013, 1039, 1066,
-    ]
-    private static let cachedDecimalExponents: [Int16] = [
-        -348, -340, -332, -324, -316, -308, -300, -292, -284, -276, -268, -260,
-        -252, -244, -236, -228, -220, -212, -204, -196, -188, -180, -172, -164,
-        -156, -148, -140, -132, -124, -116, -108, -100, -92, -84, -76, -68,
-        -60, -52, -44, -36, -28, -20, -12, -4, 4, 12, 20, 28,
-        36, 44, 52, 60, 68, 76, 84, 92, 100, 108, 116, 124,
-        132, 140, 148, 156, 164, 172, 180, 188, 196, 204, 212, 220,
-        228, 236, 244, 252, 260, 268, 276, 284, 292, 300, 308, 316,
-        324, 332, 340,
+
+    /// d2s_small_table.h's DOUBLE_POW5_INV_SPLIT2 (5^0, 5^-26, 5^-52 ...).
+    private static let pow5InverseSplit: [Power] = [
+        (1, 2_305_843_009_213_693_952), (5_955_668_970_331_000_884, 1_784_059_615_882_449_851),
+        (8_982_663_654_677_661_702, 1_380_349_269_358_112_757), (7_286_864_317_269_821_294, 2_135_987_035_920_910_082),
+        (7_005_857_020_398_200_553, 1_652_639_921_975_621_497),
+        (17_965_325_103_354_776_697, 1_278_668_206_209_430_417),
+        (8_928_596_168_509_315_048, 1_978_643_211_784_836_272),
+        (10_075_671_573_058_298_858, 1_530_901_034_580_419_511),
+        (597_001_226_353_042_382, 1_184_477_304_306_571_148), (1_527_430_471_115_325_346, 1_832_889_850_782_397_517),
+        (12_533_209_867_169_019_542, 1_418_129_833_677_084_982),
+        (5_577_825_024_675_947_042, 2_194_449_627_517_475_473),
+        (11_006_974_540_203_867_551, 1_697_873_161_311_732_311),
+        (10_313_493_231_639_821_582, 1_313_665_730_009_899_186),
+        (12_701_016_819_766_672_773, 2_032_799_256_770_390_445),
+    ].map { (low: UInt64, high: UInt64) in (high, low) }
+
+    /// d2s_small_table.h's POW5_INV_OFFSETS.
+    private static let pow5InverseOffsets: [UInt32] = [
+        0x5454_4554, 0x0405_5545, 0x1004_1000, 0x0040_0414, 0x4001_0000, 0x4115_5555, 0x0000_0454, 0x0001_0044,
+        0x4000_0000, 0x4400_0041, 0x5045_4450, 0x5555_0054, 0x5165_5554, 0x4000_4000, 0x0100_0001, 0x0001_0500,
+        0x5151_5411, 0x0555_5554, 0x0000_0000,
     ]
 }
