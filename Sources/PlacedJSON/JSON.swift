@@ -425,10 +425,13 @@ private struct Parser {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
                 let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
+                position += 1
+                // ASCII is valid as it is, and `String(decoding:)` takes it without the generic
+                // validation `String(validating:)` runs (type metadata looked up for every string).
+                if isASCII(raw) { return String(decoding: raw, as: UTF8.self) }
                 guard let string = String(validating: raw, as: UTF8.self) else {
                     throw JSONError(.invalidUTF8, offset: start + firstInvalidUTF8(raw))
                 }
-                position += 1
                 return string
             }
             if byte == UInt8(ascii: "\\") { break }
@@ -517,6 +520,21 @@ private struct Parser {
 
     func appendUTF8(of scalar: Unicode.Scalar, to utf8: inout [UInt8]) {
         UTF8.encode(scalar) { utf8.append($0) }
+    }
+
+    /// Whether every byte is ASCII, eight at a time.
+    func isASCII(_ raw: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        while raw.count - index >= 8 {
+            let word = UnsafeRawPointer(raw.baseAddress! + index).loadUnaligned(as: UInt64.self)
+            if word & 0x8080_8080_8080_8080 != 0 { return false }
+            index += 8
+        }
+        while index < raw.count {
+            if raw[index] >= 0x80 { return false }
+            index += 1
+        }
+        return true
     }
 
     /// Offset of the first byte that breaks UTF-8, for the error message.

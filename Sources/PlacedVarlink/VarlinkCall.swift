@@ -90,7 +90,9 @@ public final class VarlinkCall {
     // MARK: Parameters
 
     /// A required parameter, converted by `extract` (e.g. `\.string`, `\.int`); a missing, null or
-    /// wrongly typed one is the client's `InvalidParameter`.
+    /// wrongly typed one is the client's `InvalidParameter`. Inlinable, so that it is specialized where it
+    /// is called (the generic one looked up `Optional<T>`'s metadata on every call).
+    @inlinable
     public func required<T>(_ name: String, _ extract: (JSON) -> T?) throws(VarlinkError) -> T {
         guard let value = parameters[name], let converted = extract(value) else {
             throw .invalidParameter(name)
@@ -99,6 +101,7 @@ public final class VarlinkCall {
     }
 
     /// An optional parameter: nil when absent or null, `InvalidParameter` when of the wrong type.
+    @inlinable
     public func optional<T>(_ name: String, _ extract: (JSON) -> T?) throws(VarlinkError) -> T? {
         guard let value = parameters[name], value != .null else { return nil }
         guard let converted = extract(value) else { throw .invalidParameter(name) }
