@@ -202,29 +202,40 @@ enum PlaceListJSON {
             text.id.count + name.count + text.kind.utf8.count + (text.address?.count ?? 0)
             + text.addressSource.rawValue.utf8.count
         let capacity = fixedBound + JSONWriter.stringBound(stringBytes) + 4 * JSONWriter.stringBound(0)
-        JSONWriter.append(capacity: capacity, to: &output) { writer in
-            writer.byte(UInt8(ascii: "{"))
-            var first = true
-            for (field, key) in fields {
-                if field == .address, text.address == nil { continue }
-                if !first { writer.byte(UInt8(ascii: ",")) }
-                first = false
-                writer.bytes(key)
-                switch field {
-                case .id: writer.string(validUTF8: text.id)
-                case .name: writer.string(validUTF8: name)
-                case .kind: writer.string(text.kind)
-                case .address: writer.string(validUTF8: text.address!)
-                case .latitude: writer.number(orNull: text.coordinate.latitude)
-                case .longitude: writer.number(orNull: text.coordinate.longitude)
-                case .distance: writer.number(orNull: distance)
-                case .likelihood: writer.number(orNull: likelihood)
-                case .attribution: writer.bytes(attribution)
-                case .addressSource: writer.string(text.addressSource.rawValue)
+        // The keys from one buffer of trivial ranges: iterating `fields` retains and releases each key.
+        let keys = keyRanges
+        keyText.withUnsafeBytes { keyText in
+            JSONWriter.append(capacity: capacity, to: &output) { writer in
+                writer.byte(UInt8(ascii: "{"))
+                var first = true
+                for (field, range) in keys {
+                    if field == .address, text.address == nil { continue }
+                    if !first { writer.byte(UInt8(ascii: ",")) }
+                    first = false
+                    writer.bytes(UnsafeRawBufferPointer(rebasing: keyText[range]))
+                    switch field {
+                    case .id: writer.string(validUTF8: text.id)
+                    case .name: writer.string(validUTF8: name)
+                    case .kind: writer.string(text.kind)
+                    case .address: writer.string(validUTF8: text.address!)
+                    case .latitude: writer.number(orNull: text.coordinate.latitude)
+                    case .longitude: writer.number(orNull: text.coordinate.longitude)
+                    case .distance: writer.number(orNull: distance)
+                    case .likelihood: writer.number(orNull: likelihood)
+                    case .attribution: writer.bytes(attribution)
+                    case .addressSource: writer.string(text.addressSource.rawValue)
+                    }
                 }
+                writer.byte(UInt8(ascii: "}"))
             }
-            writer.byte(UInt8(ascii: "}"))
         }
+    }
+
+    /// `fields`' keys end to end, and where each field's lies in them.
+    private static let keyText: [UInt8] = fields.flatMap(\.key)
+    private static let keyRanges: [(field: Field, range: Range<Int>)] = fields.indices.map { index in
+        let start = fields[..<index].reduce(0) { $0 + $1.key.count }
+        return (fields[index].field, start..<start + fields[index].key.count)
     }
 
     /// A place's bytes but for its strings: braces, keys, commas, the attribution, four numbers.
