@@ -104,16 +104,20 @@ final class NodeLocationFile {
     /// The location of node `id`; nil when the file has no such node.
     func location(of id: Int64) -> NodeLocation? {
         guard let mapping else { return nil }
-        // The last page whose first id is at most `id`.
-        var low = 0
-        var high = firstIDs.count
-        firstIDs.withUnsafeBufferPointer { firsts in
+        // The last page whose first id is at most `id`: a way's nodes are mostly on the page of the
+        // node before, so that page is tried before the bisection.
+        let number = firstIDs.withUnsafeBufferPointer { firsts in
+            if lastPage >= 0, firsts[lastPage] <= id, lastPage + 1 == firsts.count || id < firsts[lastPage + 1] {
+                return lastPage
+            }
+            var low = 0
+            var high = firsts.count
             while low < high {
                 let middle = (low + high) / 2
                 if firsts[middle] <= id { low = middle + 1 } else { high = middle }
             }
+            return low - 1
         }
-        let number = low - 1
         guard number >= 0, firstIDs[number] >> 32 == id >> 32 else { return nil }
         if number != lastPage {
             lastPage = number
