@@ -42,7 +42,9 @@ enum Simplification {
     ) -> [Coordinate] {
         let projection = LocalProjection(origin: points[0])
         return withUnsafeTemporaryAllocation(of: (x: Double, y: Double).self, capacity: points.count) { plane in
-            for (index, point) in points.enumerated() { plane.initializeElement(at: index, to: projection.project(point)) }
+            for (index, point) in points.enumerated() {
+                plane.initializeElement(at: index, to: projection.project(point))
+            }
             return withUnsafeTemporaryAllocation(of: Bool.self, capacity: points.count) { keep in
                 keep.initialize(repeating: false)
                 return body(plane, keep)
