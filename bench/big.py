@@ -189,15 +189,16 @@ def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_
             for name, binary, target in order:
                 started_load = load()
                 elapsed, rss, user, system = timed_cpu([binary, "import", pbf, "--db", target, "--no-map"])
-                runs[name].append(elapsed)
+                runs[name].append((elapsed, rss))
                 print("  %-8s %-24s %7.1f s  %6.0f MB  user %6.1f s  sys %5.1f s  (%s at the start, %s at the end)"
                       % (name, pbf.name, elapsed, rss, user, system, started_load, load()), flush=True)
-        ours, ours_rss = min(runs["this"]), 0.0
+        ours, ours_rss = min(runs["this"])
         if baseline:
+            theirs = min(runs["baseline"])[0]
             compared = subprocess.run("cmp -l '%s' '%s' | wc -l" % (db, base_db), shell=True, capture_output=True,
                                       text=True)
             print("  best: this %.1f s, baseline %.1f s (%.2fx); the places files differ in %s bytes"
-                  % (ours, min(runs["baseline"]), min(runs["baseline"]) / ours, compared.stdout.strip()))
+                  % (ours, theirs, theirs / ours, compared.stdout.strip()))
             base_db.unlink()
         if not references:
             print("%-26s %10.1f   (osmium not run: --no-references)  (%s)" % (pbf.name, ours, load()), flush=True)
@@ -210,11 +211,11 @@ def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_
             t1, r1 = timed(["osmium", "tags-filter", pbf, *["nwr/" + k for k in KEYS], "-o", filtered, "--overwrite"])
             t2, r2 = timed(["sh", "-c", 'osmium export "$0" -f geojsonseq -o - > /dev/null', filtered])
             filtered.unlink()
-        print("%-26s %10.1f %8s %17.1f %8.0f %22.1f %8.0f   %.2fx / %.2fx  (%s)" % (
-            pbf.name, ours, "(above)", exported, exported_rss, t1 + t2, max(r1, r2), exported / ours,
+        print("%-26s %10.1f %8.0f %17.1f %8.0f %22.1f %8.0f   %.2fx / %.2fx  (%s)" % (
+            pbf.name, ours, ours_rss, exported, exported_rss, t1 + t2, max(r1, r2), exported / ours,
             (t1 + t2) / ours, load()), flush=True)
         if baseline:
-            print("  baseline: %.2fx osmium export" % (exported / min(runs["baseline"])))
+            print("  baseline: %.2fx osmium export" % (exported / theirs))
         print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
 
 

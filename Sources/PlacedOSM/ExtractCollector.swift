@@ -82,7 +82,9 @@ struct ExtractCollector {
         self.sink = sink
     }
 
-    private mutating func emit(_ place: Place) {
+    /// Consumes the place: it is moved into the spill worker's batch, not copied (a copy retains and
+    /// releases every field of every place).
+    private mutating func emit(_ place: consuming Place) {
         if firstLatitude == nil { firstLatitude = place.coordinate.latitude }
         if let spillWorker { spillWorker.add(.place(place)) } else { sink.add(place) }
     }

@@ -31,6 +31,8 @@ final class NodeLocationFile {
     private var pagesTouched = 0
     private var lastPage = -1
     let releaseBytes: Int
+    /// Releases so far (tests check that going back and forth between a few pages releases nothing).
+    private(set) var releases = 0
     private(set) var count = 0
     /// The first failure of `append` (out of order, a write): the import checks it after each block.
     private(set) var failure: OSMError?
@@ -154,6 +156,7 @@ final class NodeLocationFile {
         pagesTouched = 0
         for index in touched.indices { touched[index] = 0 }
         guard let mapping else { return }
+        releases += 1
         madvise(UnsafeMutableRawPointer(mutating: mapping), mappedBytes, MADV_DONTNEED)
     }
 
