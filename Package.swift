@@ -20,7 +20,8 @@ let package = Package(
     ],
     targets: [
         // C libraries from Debian: module map + shim.h, no logic.
-        .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
+        // Headers only: libgps is opened at run time (PlacedGPS/GPSLibrary.swift).
+        .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
@@ -70,8 +71,9 @@ let package = Package(
 
         .executableTarget(
             name: "placed", dependencies: ["PlacedDaemon"], swiftSettings: lean,
-            // Only the parts of the standard library placed uses: idle RSS 10.9 MB instead of 12.2 MB.
-            linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
+            // Only the parts of the standard library placed uses: idle RSS 10.9 MB instead of 12.2 MB. The
+            // runtime's C++ from libstdc++.a too (link/libstdc++.so): a start without libstdc++.so's relocations.
+            linkerSettings: [.unsafeFlags(["-static-stdlib", "-L\(Context.packageDirectory)/link"])]),
         // placectl's parser, clients (varlink socket, sd-bus) and output; main stays a thin shell.
         .target(
             name: "PlacectlKit",

@@ -21,7 +21,8 @@ The files are large (a 30 M extract is about 2 GB, its places file about 6 GB) a
 without --build, a missing one is skipped and named. Figures carry the load average (uptime).
 
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
-                    [--no-references] [--rank-baseline PLACED]
+                    [--no-references] [--no-tags-filter] [--import-baseline PLACECTL] [--rounds N]
+                    [--rank-baseline PLACED]
 """
 import argparse
 import ctypes
@@ -75,6 +76,12 @@ def status(pid):
 
 def timed(argv, stdout=subprocess.DEVNULL):
     """Seconds and peak RSS (MB) of one program run."""
+    elapsed, rss, _, _ = timed_cpu(argv, stdout)
+    return elapsed, rss
+
+
+def timed_cpu(argv, stdout=subprocess.DEVNULL):
+    """Seconds, peak RSS (MB), user and system CPU seconds of one program run."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -84,7 +91,7 @@ def timed(argv, stdout=subprocess.DEVNULL):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit("bench/big.py: %s failed (%d): %s" % (" ".join(map(str, argv)), proc.returncode, errors[-2000:]))
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime, usage.ru_stime
 
 
 def cpu_seconds(pid):
@@ -164,26 +171,51 @@ def extract(shape, size, build, bench):
     return path
 
 
-def import_part(files, placectl, references=True):
-    print("\nimport (--no-map), best of 1 run each, %s" % load())
+def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_filter=True):
+    """With `baseline` (another build's placectl), both import each file `rounds` times in turns (this build
+    first in odd rounds, the baseline first in even ones), then the two places files are compared byte by
+    byte (an import's date and pack id differ: about 60 bytes)."""
+    print("\nimport (--no-map), %d run(s) each, %s" % (rounds, load()))
     print("file                        placectl s  peak MB   osmium export s  peak MB   tags-filter+export s  peak MB"
           "   ratio (osmium/placectl)")
     for shape, size, pbf in files:
         db = DATA / ("%s-%s.db" % (shape, size))
-        ours, ours_rss = timed([placectl, "import", pbf, "--db", db, "--no-map"])
+        base_db = DATA / ("%s-%s.baseline.db" % (shape, size))
+        runs = {"this": [], "baseline": []}
+        for round_number in range(rounds):
+            order = [("this", placectl, db)] + ([("baseline", baseline, base_db)] if baseline else [])
+            if round_number % 2:
+                order.reverse()
+            for name, binary, target in order:
+                started_load = load()
+                elapsed, rss, user, system = timed_cpu([binary, "import", pbf, "--db", target, "--no-map"])
+                runs[name].append((elapsed, rss))
+                print("  %-8s %-24s %7.1f s  %6.0f MB  user %6.1f s  sys %5.1f s  (%s at the start, %s at the end)"
+                      % (name, pbf.name, elapsed, rss, user, system, started_load, load()), flush=True)
+        ours, ours_rss = min(runs["this"])
+        if baseline:
+            theirs = min(runs["baseline"])[0]
+            compared = subprocess.run("cmp -l '%s' '%s' | wc -l" % (db, base_db), shell=True, capture_output=True,
+                                      text=True)
+            print("  best: this %.1f s, baseline %.1f s (%.2fx); the places files differ in %s bytes"
+                  % (ours, theirs, theirs / ours, compared.stdout.strip()))
+            base_db.unlink()
         if not references:
-            print("%-26s %10.1f %8.0f   (osmium not run: --no-references)  (%s)" % (pbf.name, ours, ours_rss, load()),
-                  flush=True)
+            print("%-26s %10.1f   (osmium not run: --no-references)  (%s)" % (pbf.name, ours, load()), flush=True)
             print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
             continue
         exported, exported_rss = timed(["sh", "-c", 'osmium export "$0" -f geojsonseq -o - > /dev/null', pbf])
-        filtered = DATA / "filtered.osm.pbf"
-        t1, r1 = timed(["osmium", "tags-filter", pbf, *["nwr/" + k for k in KEYS], "-o", filtered, "--overwrite"])
-        t2, r2 = timed(["sh", "-c", 'osmium export "$0" -f geojsonseq -o - > /dev/null', filtered])
-        filtered.unlink()
+        t1 = t2 = r1 = r2 = float("nan")
+        if tags_filter:
+            filtered = DATA / "filtered.osm.pbf"
+            t1, r1 = timed(["osmium", "tags-filter", pbf, *["nwr/" + k for k in KEYS], "-o", filtered, "--overwrite"])
+            t2, r2 = timed(["sh", "-c", 'osmium export "$0" -f geojsonseq -o - > /dev/null', filtered])
+            filtered.unlink()
         print("%-26s %10.1f %8.0f %17.1f %8.0f %22.1f %8.0f   %.2fx / %.2fx  (%s)" % (
             pbf.name, ours, ours_rss, exported, exported_rss, t1 + t2, max(r1, r2), exported / ours,
             (t1 + t2) / ours, load()), flush=True)
+        if baseline:
+            print("  baseline: %.2fx osmium export" % (exported / theirs))
         print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
 
 
@@ -510,6 +542,12 @@ def main():
     parser.add_argument("--parts", default="import,daemon,index,rank")
     parser.add_argument("--no-references", action="store_true",
                         help="import part: placectl alone, without the osmium runs beside it (half the time)")
+    parser.add_argument("--import-baseline", default=os.environ.get("PLACED_IMPORT_BASELINE"),
+                        help="import part: another build's placectl run in turns with this build's, its file "
+                             "compared with this build's ($PLACED_IMPORT_BASELINE)")
+    parser.add_argument("--rounds", type=int, default=1, help="import part: runs of each build (in turns)")
+    parser.add_argument("--no-tags-filter", action="store_true",
+                        help="import part: osmium export alone, without tags-filter + export (a third less time)")
     parser.add_argument("--rank-baseline", default=os.environ.get("PLACED_RANK_BASELINE"),
                         help="a placed binary measured beside this build's in the rank part ($PLACED_RANK_BASELINE)")
     args = parser.parse_args()
@@ -531,7 +569,8 @@ def main():
                 print("importing %s into %s (once)..." % (pbf.name, db.name), flush=True)
                 subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
     if "import" in parts:
-        import_part(files, placectl, references=not args.no_references)
+        import_part(files, placectl, references=not args.no_references, baseline=args.import_baseline,
+                    rounds=args.rounds, tags_filter=not args.no_tags_filter)
     if "daemon" in parts:
         daemon_part(files, placed)
     if "index" in parts:

@@ -36,6 +36,8 @@ public final class GPSDSource: LocationSource {
     private let configuration: Configuration
     private var backoff: Backoff
     private var data = gps_data_t()
+    /// Opened at the first connection (`GPSLibrary`).
+    private var library: GPSLibrary?
     private var connected = false
     private var reader: EventSource?
     private var retryTimer: EventSource?
@@ -67,9 +69,17 @@ public final class GPSDSource: LocationSource {
 
     private func connect() {
         retryTimer = nil
-        guard gps_open(configuration.host, configuration.port, &data) == 0 else {
-            scheduleReconnect(
-                reason: "cannot connect to gpsd at \(endpoint): \(String(cString: gps_errstr(errno)))")
+        let library: GPSLibrary
+        do {
+            library = try GPSLibrary.shared()
+        } catch {
+            scheduleReconnect(reason: "\(error)")
+            return
+        }
+        self.library = library
+        guard library.open(configuration.host, configuration.port, &data) == 0 else {
+            let reason = library.errorString(errno).map { String(cString: $0) } ?? "error \(errno)"
+            scheduleReconnect(reason: "cannot connect to gpsd at \(endpoint): \(reason)")
             return
         }
         connected = true
@@ -79,7 +89,7 @@ public final class GPSDSource: LocationSource {
             scheduleReconnect(reason: "cannot make the gpsd socket non-blocking: \(error)")
             return
         }
-        guard gps_stream(&data, UInt32(WATCH_ENABLE | WATCH_JSON), nil) == 0 else {
+        guard library.stream(&data, UInt32(WATCH_ENABLE | WATCH_JSON), nil) == 0 else {
             scheduleReconnect(reason: "gpsd at \(endpoint) refused WATCH")
             return
         }
@@ -98,7 +108,7 @@ public final class GPSDSource: LocationSource {
     private func disconnect() {
         reader = nil
         silenceTimer = nil
-        if connected { gps_close(&data) }
+        if connected, let library { _ = library.close(&data) }
         connected = false
     }
 
@@ -122,7 +132,8 @@ public final class GPSDSource: LocationSource {
     /// and a daemon serving a thousand clients has those.)
     private func readAvailable() {
         while connected {
-            let status = gps_read(&data, &message, Int32(message.count))
+            guard let library else { return }
+            let status = library.read(&data, &message, Int32(message.count))
             if status < 0 {
                 scheduleReconnect(reason: status == -1 ? "gpsd closed the connection" : "read error from gpsd")
                 return

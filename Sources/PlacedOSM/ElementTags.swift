@@ -50,48 +50,75 @@ struct ElementTags {
 
     /// Name, kind and address when these tags make a place.
     func place(isWay: Bool, strings: StringTable) -> (name: String, kind: String, address: String?)? {
+        place(isWay: isWay, strings: strings, address: address(strings))
+    }
+
+    /// The same with the address already made (`address(_:)`), so that an element that is a place and
+    /// lends its address makes the text once.
+    func place(isWay: Bool, strings: StringTable, address: String?) -> (
+        name: String, kind: String, address: String?
+    )? {
         guard let name = value(PlaceRules.name, in: strings), !name.isEmpty else { return nil }
         var kind: String?
         for role in 0..<UInt8(PlaceRules.mainKeys.count) {
             if let value = value(role, in: strings), PlaceRules.qualifies(role: role, value: value) {
-                kind = "\(PlaceRules.mainKeys[Int(role)].key)=\(Self.text(value))"
+                kind = Self.text(PlaceRules.mainKeys[Int(role)].key, "=", value)
                 break
             }
         }
-        if kind == nil, isWay, let building = buildingValue(strings) {
-            kind = "building=\(building)"
+        if kind == nil, isWay, let building = nonNoBuilding(strings) {
+            kind = Self.text("building", "=", building)
         }
         guard let kind else { return nil }
-        return (Self.text(name), kind, address(strings))
+        return (Self.text(name), kind, address)
     }
 
     /// The building value unless absent, empty or "no".
     func buildingValue(_ strings: StringTable) -> String? {
+        nonNoBuilding(strings).map(Self.text)
+    }
+
+    private func nonNoBuilding(_ strings: StringTable) -> UnsafeRawBufferPointer? {
         guard let value = value(PlaceRules.building, in: strings), !value.isEmpty, !value.equals("no") else {
             return nil
         }
-        return Self.text(value)
+        return value
     }
 
-    /// "Street 52, 00100 City" from addr:street, addr:housenumber, addr:postcode, addr:city.
+    /// "Street 52, 00100 City" from addr:street, addr:housenumber, addr:postcode, addr:city: the
+    /// non-empty parts of each pair joined by a space, the pairs by ", ". Made in one buffer: the
+    /// separators are ASCII, so decoding the whole repairs invalid UTF-8 as decoding each part would.
     func address(_ strings: StringTable) -> String? {
-        func joined(_ roles: [UInt8], _ separator: String) -> String {
-            roles.compactMap { value($0, in: strings) }.filter { !$0.isEmpty }.map(Self.text).joined(
-                separator: separator)
+        guard seen & PlaceRules.anyAddressBits != 0 else { return nil }
+        func part(_ role: UInt8) -> UnsafeRawBufferPointer? {
+            guard let bytes = value(role, in: strings), !bytes.isEmpty else { return nil }
+            return bytes
         }
-        let line = [
-            joined([PlaceRules.street, PlaceRules.housenumber], " "),
-            joined([PlaceRules.postcode, PlaceRules.city], " "),
-        ]
-        .filter { !$0.isEmpty }.joined(separator: ", ")
-        return line.isEmpty ? nil : line
+        let street = part(PlaceRules.street)
+        let number = part(PlaceRules.housenumber)
+        let postcode = part(PlaceRules.postcode)
+        let city = part(PlaceRules.city)
+        let length = (street?.count ?? 0) + (number?.count ?? 0) + (postcode?.count ?? 0) + (city?.count ?? 0) + 4
+        return TextBuilder.make(capacity: length) { text in
+            for (first, second) in [(street, number), (postcode, city)] where first != nil || second != nil {
+                if !text.isEmpty { text.append(", ") }
+                if let first { text.append(first) }
+                if first != nil, second != nil { text.append(" ") }
+                if let second { text.append(second) }
+            }
+        }
     }
 
     /// The address another place may borrow: only one that names a street ("00100 Helsinki" alone
     /// says little about where something is).
     func lendableAddress(_ strings: StringTable) -> String? {
+        lendable(address(strings), strings)
+    }
+
+    /// `address` when it may be lent (names a street), else nil.
+    func lendable(_ address: String?, _ strings: StringTable) -> String? {
         guard let street = value(PlaceRules.street, in: strings), !street.isEmpty else { return nil }
-        return address(strings)
+        return address
     }
 
     /// The `name:<language>` tags, keyed by `LocalizedName.languageKey(ofSuffix:)`; others dropped.
@@ -112,5 +139,46 @@ struct ElementTags {
 
     static func text(_ bytes: UnsafeRawBufferPointer) -> String {
         String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `key=value` (a kind) made in one step, as `"\(key)=\(text(value))"` makes it.
+    static func text(_ key: StaticString, _ separator: StaticString, _ value: UnsafeRawBufferPointer) -> String {
+        TextBuilder.make(capacity: key.utf8CodeUnitCount + separator.utf8CodeUnitCount + value.count) { text in
+            text.append(key)
+            text.append(separator)
+            text.append(value)
+        }!
+    }
+}
+
+/// Bytes gathered in a temporary buffer and decoded once as UTF-8 (invalid sequences repaired, as
+/// `String(decoding:as:)` repairs them): one allocation for text made of several parts.
+struct TextBuilder {
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// The text `body` appends (at most `capacity` bytes); nil when it appends nothing.
+    static func make(capacity: Int, _ body: (inout TextBuilder) -> Void) -> String? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var builder = TextBuilder(buffer: buffer)
+            body(&builder)
+            guard builder.count > 0 else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<builder.count]), as: UTF8.self)
+        }
+    }
+
+    private init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        precondition(count + bytes.count <= buffer.count, "TextBuilder: more than its capacity")
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+        (buffer.baseAddress! + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func append(_ literal: StaticString) {
+        append(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 }

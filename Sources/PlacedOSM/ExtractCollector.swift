@@ -82,7 +82,9 @@ struct ExtractCollector {
         self.sink = sink
     }
 
-    private mutating func emit(_ place: Place) {
+    /// Consumes the place: it is moved into the spill worker's batch, not copied (a copy retains and
+    /// releases every field of every place).
+    private mutating func emit(_ place: consuming Place) {
         if firstLatitude == nil { firstLatitude = place.coordinate.latitude }
         if let spillWorker { spillWorker.add(.place(place)) } else { sink.add(place) }
     }
@@ -98,7 +100,8 @@ struct ExtractCollector {
     var elementCount: Int { nodeCount + wayCount + relationCount }
 
     mutating func addNode(id: Int64, location: NodeLocation, tags: ElementTags, strings: StringTable) {
-        if let lendable = tags.lendableAddress(strings) {
+        let address = tags.address(strings)
+        if let lendable = tags.lendable(address, strings) {
             if let spillWorker {
                 spillWorker.add(.point(location.coordinate, address: lendable))
             } else if let addressSpill {
@@ -107,7 +110,8 @@ struct ExtractCollector {
                 addresses.addPoint(location.coordinate, address: lendable)
             }
         }
-        guard tags.mayBePlace(isWay: false), let (name, kind, address) = tags.place(isWay: false, strings: strings)
+        guard tags.mayBePlace(isWay: false),
+            let (name, kind, address) = tags.place(isWay: false, strings: strings, address: address)
         else { return }
         emit(
             Place(
@@ -183,11 +187,14 @@ struct ExtractCollector {
     private func describe(_ tags: ElementTags, strings: StringTable, isClosed: Bool, isRelation: Bool)
         -> Description?
     {
-        let place = tags.mayBePlace(isWay: true) ? tags.place(isWay: true, strings: strings) : nil
         var feature = MapRules.classify(tags, strings: strings, isClosed: isClosed, isRelation: isRelation)
-        let name = tags.text(PlaceRules.name, in: strings).flatMap { $0.isEmpty ? nil : $0 }
-        let buildingAddress =
-            feature?.kind == .building && tags.mayHaveAddress ? tags.lendableAddress(strings) : nil
+        let lendsAddress = feature?.kind == .building && tags.mayHaveAddress
+        let mayBePlace = tags.mayBePlace(isWay: true)
+        // The address and the name are made once for the place and what it lends.
+        let address = mayBePlace || lendsAddress ? tags.address(strings) : nil
+        let place = mayBePlace ? tags.place(isWay: true, strings: strings, address: address) : nil
+        let name = place?.name ?? tags.text(PlaceRules.name, in: strings).flatMap { $0.isEmpty ? nil : $0 }
+        let buildingAddress = lendsAddress ? tags.lendable(address, strings) : nil
         var description = Description(
             place: place, localizedNames: [:], feature: feature, name: name, buildingAddress: buildingAddress)
         if !includesMapLayer && description.streetName == nil && buildingAddress == nil { feature = nil }
@@ -267,20 +274,22 @@ struct ExtractCollector {
     /// Makes a way's place and map feature (and the addresses it lends) from its refs; a way with a
     /// node the file lacks makes nothing.
     private mutating func resolve(way wayID: Int64, refs: [Int64], isClosed: Bool, _ description: Description) {
-        var found: [NodeLocation] = []
-        found.reserveCapacity(refs.count)
+        // The nodes' coordinates without repeats (two nodes at one spot add no vertex; osmium's
+        // geometries drop them too), in one array.
+        var points: [Coordinate] = []
+        points.reserveCapacity(refs.count)
         for ref in refs {
             guard let location = nodes.location(of: ref) else {
                 if description.place != nil { incompleteWays += 1 }
                 return
             }
-            found.append(location)
+            let point = location.coordinate
+            if point != points.last { points.append(point) }
         }
-        guard !found.isEmpty else {
+        guard !points.isEmpty else {
             if description.place != nil { incompleteWays += 1 }
             return
         }
-        let points = Self.withoutRepeats(found.map(\.coordinate))
         let id = "osm:way/\(wayID)"
         let isArea = isClosed && points.count >= 4
         if let place = description.place {
@@ -332,14 +341,6 @@ struct ExtractCollector {
             locations.append(location)
         }
         return locations.isEmpty ? nil : locations
-    }
-
-    /// Two nodes at one spot add no vertex (osmium's geometries drop them too).
-    private static func withoutRepeats(_ points: [Coordinate]) -> [Coordinate] {
-        var kept: [Coordinate] = []
-        kept.reserveCapacity(points.count)
-        for point in points where point != kept.last { kept.append(point) }
-        return kept
     }
 
     /// A closed way is an area: a point inside it, its area and its outline. An open way (or a

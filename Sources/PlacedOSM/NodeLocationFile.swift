@@ -9,7 +9,9 @@
 ///
 /// Written sequentially through a buffer, then read through a read-only mapping, one page a lookup.
 /// The mapping's pages count in the process's RSS once touched, so they are released (`MADV_DONTNEED`;
-/// they stay in the page cache) whenever the lookups have moved across `releaseBytes` of pages.
+/// they stay in the page cache) whenever the lookups have touched `releaseBytes` of distinct pages since
+/// the last release. Counted by page, not by move from page to page: ways go back and forth between a
+/// few pages, and releasing on moves made each of them fault in again many times (system time).
 final class NodeLocationFile {
     static let pageBytes = 4096
     static let perPage = 340
@@ -24,10 +26,13 @@ final class NodeLocationFile {
     private var lastID: Int64?
     private var mapping: UnsafeRawPointer?
     private var mappedBytes = 0
-    /// Page changes since the last release, and how many are allowed before the next.
+    /// Distinct pages touched since the last release (one bit a page), and how many.
+    private var touched: [UInt64] = []
     private var pagesTouched = 0
     private var lastPage = -1
     let releaseBytes: Int
+    /// Releases so far (tests check that going back and forth between a few pages releases nothing).
+    private(set) var releases = 0
     private(set) var count = 0
     /// The first failure of `append` (out of order, a write): the import checks it after each block.
     private(set) var failure: OSMError?
@@ -95,26 +100,35 @@ final class NodeLocationFile {
             throw .scratch(path: file.name, operation: "map", reason: ScratchFile.describe(errno))
         }
         mapping = UnsafeRawPointer(address)
+        touched = Array(repeating: 0, count: (firstIDs.count + 63) / 64)
     }
 
     /// The location of node `id`; nil when the file has no such node.
     func location(of id: Int64) -> NodeLocation? {
         guard let mapping else { return nil }
-        // The last page whose first id is at most `id`.
-        var low = 0
-        var high = firstIDs.count
-        firstIDs.withUnsafeBufferPointer { firsts in
+        // The last page whose first id is at most `id`: a way's nodes are mostly on the page of the
+        // node before, so that page is tried before the bisection.
+        let number = firstIDs.withUnsafeBufferPointer { firsts in
+            if lastPage >= 0, firsts[lastPage] <= id, lastPage + 1 == firsts.count || id < firsts[lastPage + 1] {
+                return lastPage
+            }
+            var low = 0
+            var high = firsts.count
             while low < high {
                 let middle = (low + high) / 2
                 if firsts[middle] <= id { low = middle + 1 } else { high = middle }
             }
+            return low - 1
         }
-        let number = low - 1
         guard number >= 0, firstIDs[number] >> 32 == id >> 32 else { return nil }
         if number != lastPage {
             lastPage = number
-            pagesTouched += 1
-            if pagesTouched * Self.pageBytes >= releaseBytes { releasePages() }
+            let bit: UInt64 = 1 << UInt64(number & 63)
+            if touched[number >> 6] & bit == 0 {
+                if (pagesTouched + 1) * Self.pageBytes > releaseBytes { releasePages() }
+                touched[number >> 6] |= bit
+                pagesTouched += 1
+            }
         }
         let page = mapping + number * Self.pageBytes
         let count = Int(page.loadUnaligned(fromByteOffset: Self.countOffset, as: UInt32.self))
@@ -140,7 +154,9 @@ final class NodeLocationFile {
     /// Drops the mapping's pages from the process (they stay in the page cache).
     func releasePages() {
         pagesTouched = 0
+        for index in touched.indices { touched[index] = 0 }
         guard let mapping else { return }
+        releases += 1
         madvise(UnsafeMutableRawPointer(mutating: mapping), mappedBytes, MADV_DONTNEED)
     }
 

@@ -107,6 +107,7 @@ public enum OSM {
             let wayBlocks = blocks.filter { $0.kinds & PrimitiveBlockDecoder.ElementKinds.ways != 0 }
             if collector.prepareMemberWays() > 0 {
                 (decoder.decodesNodes, decoder.decodesWays, decoder.decodesRelations) = (false, true, false)
+                decoder.decodesTags = false
                 _ = try read(2, "multipolygon member ways", blocks: wayBlocks)
             }
         } else {

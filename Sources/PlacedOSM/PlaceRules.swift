@@ -67,6 +67,8 @@ enum PlaceRules {
     static let nameBit: UInt32 = 1 << UInt32(name)
     static let buildingBit: UInt32 = 1 << UInt32(building)
     static let addressBits: UInt32 = 1 << UInt32(street) | 1 << UInt32(housenumber)
+    /// Any of the four parts of an address.
+    static let anyAddressBits: UInt32 = addressBits | 1 << UInt32(postcode) | 1 << UInt32(city)
     /// Keys that can make a way or relation a map feature (MapRules).
     static let mapBits: UInt32 =
         1 << UInt32(highway) | 1 << UInt32(railway) | buildingBit | 1 << UInt32(natural) | 1 << UInt32(landuse)

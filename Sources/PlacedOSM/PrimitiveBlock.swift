@@ -41,6 +41,9 @@ struct PrimitiveBlockDecoder {
     var decodesNodes = true
     var decodesWays = true
     var decodesRelations = true
+    /// Whether elements' tags are read (and so the string table); the read for the multipolygons' member
+    /// ways needs only ids and refs, and the first read has checked the tags of the same blocks.
+    var decodesTags = true
     /// What the last block held, as `ElementKinds` bits.
     private(set) var kinds: UInt8 = 0
 
@@ -95,7 +98,7 @@ struct PrimitiveBlockDecoder {
             if !wanted { return }
             kinds = 0
         }
-        try strings.load(stringTable)
+        if decodesTags { try strings.load(stringTable) }
         for group in groups {
             try decodeGroup(group, scale: scale, into: &collector)
         }
@@ -265,7 +268,7 @@ struct PrimitiveBlockDecoder {
             }
         }
         guard let id else { throw ProtobufError("Way without id") }
-        let tags = try readTags(keys: keys, values: values)
+        let tags = decodesTags ? try readTags(keys: keys, values: values) : ElementTags()
         try collector.addWay(id: id, refs: refs, tags: tags, strings: strings)
     }
 

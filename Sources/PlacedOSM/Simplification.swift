@@ -9,11 +9,10 @@ enum Simplification {
     /// A line with its two ends kept.
     static func line(_ points: [Coordinate], tolerance: Double = mapTolerance) -> [Coordinate] {
         guard points.count > 2 else { return points }
-        let projection = LocalProjection(origin: points[0])
-        let plane = points.map(projection.project)
-        var keep = [Bool](repeating: false, count: points.count)
-        mark(plane, 0, points.count - 1, tolerance * tolerance, &keep)
-        return points.indices.filter { keep[$0] }.map { points[$0] }
+        return withPlane(points) { plane, keep in
+            mark(plane, 0, points.count - 1, tolerance * tolerance, keep)
+            return kept(points, keep)
+        }
     }
 
     /// A closed ring (first == last), kept closed with at least three corners: split at the vertex
@@ -21,26 +20,52 @@ enum Simplification {
     /// is returned as it was.
     static func ring(_ ring: [Coordinate], tolerance: Double = mapTolerance) -> [Coordinate] {
         guard ring.count > 4 else { return ring }
-        let projection = LocalProjection(origin: ring[0])
-        let plane = ring.map(projection.project)
-        var farthest = 1
-        var farthestDistance = -1.0
-        for index in 1..<(ring.count - 1) {
-            let d = squared(plane[index].x - plane[0].x, plane[index].y - plane[0].y)
-            if d > farthestDistance { (farthest, farthestDistance) = (index, d) }
+        return withPlane(ring) { plane, keep in
+            var farthest = 1
+            var farthestDistance = -1.0
+            for index in 1..<(ring.count - 1) {
+                let d = squared(plane[index].x - plane[0].x, plane[index].y - plane[0].y)
+                if d > farthestDistance { (farthest, farthestDistance) = (index, d) }
+            }
+            mark(plane, 0, farthest, tolerance * tolerance, keep)
+            mark(plane, farthest, ring.count - 1, tolerance * tolerance, keep)
+            let simplified = kept(ring, keep)
+            return simplified.count >= 4 ? simplified : ring
         }
-        var keep = [Bool](repeating: false, count: ring.count)
-        mark(plane, 0, farthest, tolerance * tolerance, &keep)
-        mark(plane, farthest, ring.count - 1, tolerance * tolerance, &keep)
-        let simplified = ring.indices.filter { keep[$0] }.map { ring[$0] }
-        return simplified.count >= 4 ? simplified : ring
+    }
+
+    /// `points` on the local plane of the first, and a mark per vertex (all false), in temporary
+    /// buffers: simplification runs for every street and outline an import keeps.
+    private static func withPlane(
+        _ points: [Coordinate],
+        _ body: (UnsafeMutableBufferPointer<(x: Double, y: Double)>, UnsafeMutableBufferPointer<Bool>) -> [Coordinate]
+    ) -> [Coordinate] {
+        let projection = LocalProjection(origin: points[0])
+        return withUnsafeTemporaryAllocation(of: (x: Double, y: Double).self, capacity: points.count) { plane in
+            for (index, point) in points.enumerated() {
+                plane.initializeElement(at: index, to: projection.project(point))
+            }
+            return withUnsafeTemporaryAllocation(of: Bool.self, capacity: points.count) { keep in
+                keep.initialize(repeating: false)
+                return body(plane, keep)
+            }
+        }
+    }
+
+    private static func kept(_ points: [Coordinate], _ keep: UnsafeMutableBufferPointer<Bool>) -> [Coordinate] {
+        var count = 0
+        for index in points.indices where keep[index] { count += 1 }
+        var kept: [Coordinate] = []
+        kept.reserveCapacity(count)
+        for index in points.indices where keep[index] { kept.append(points[index]) }
+        return kept
     }
 
     /// Marks the vertices of `first...last` that the simplified line keeps (both ends included).
     /// An explicit stack instead of recursion: a coastline has hundreds of thousands of vertices.
     private static func mark(
-        _ plane: [(x: Double, y: Double)], _ first: Int, _ last: Int, _ toleranceSquared: Double,
-        _ keep: inout [Bool]
+        _ plane: UnsafeMutableBufferPointer<(x: Double, y: Double)>, _ first: Int, _ last: Int,
+        _ toleranceSquared: Double, _ keep: UnsafeMutableBufferPointer<Bool>
     ) {
         keep[first] = true
         keep[last] = true

@@ -31,7 +31,7 @@ final class SpillWorker {
     /// An import that failed drops its collector, and with it this: the thread ends then.
     deinit { worker.stop() }
 
-    func add(_ item: Item) {
+    func add(_ item: consuming Item) {
         batch.append(item)
         if batch.count == Self.batchSize { flush() }
     }

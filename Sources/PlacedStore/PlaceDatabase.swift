@@ -81,7 +81,8 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 /// Version 2 added `reach`; version 3 the address source, localized names and the map layer; version 4
 /// the pack, replacing the `place_columns` BLOBs (start-up reads no place at all); version 5 the trees'
 /// node blocks in the pack (pack version 2, `PlaceIndex` format 3: a first ranking reads a few pages a
-/// tree, not one a level). An older file is refused by name and imported again.
+/// tree, not one a level). An older file is refused by name; `placectl upgrade` (`PlaceFileUpgrade`) rewrites a
+/// schema-4 file in this schema, anything older is imported again.
 public final class PlaceDatabase {
     public static let schemaVersion = 5
 
@@ -113,19 +114,7 @@ public final class PlaceDatabase {
         self.file = file
         self.pack = pack
         kinds = try pack.kinds(path: path)
-        do {
-            index = try PlaceIndex(mapping: pack[.index], owner: file)
-        } catch {
-            throw .corrupt(path: path, detail: error.description)
-        }
-        guard index.count == pack.placeCount, index.isNumberedByPosition else {
-            throw .corrupt(path: path, detail: "index does not match the places")
-        }
-        do {
-            areaIndex = try ReachIndex(mapping: pack[.areas], owner: file)
-        } catch {
-            throw .corrupt(path: path, detail: error.description)
-        }
+        (index, areaIndex) = try Self.indexes(of: pack, in: file, path: path)
         placeCount = pack.placeCount
         self.importedAt = importedAt
         self.hasMapLayer = hasMapLayer
@@ -235,6 +224,30 @@ public final class PlaceDatabase {
             if error.primaryCode == SQLITE_ERROR { throw .unsupportedSchema(path: path, version: nil) }
             throw classify(error, path: path)
         }
+    }
+
+    /// The pack's two spatial indexes, read in place from `file` and checked (headers and sizes, and that
+    /// the points' tree numbers the pack's places by position): what opening a file and upgrading one
+    /// both need.
+    static func indexes(of pack: PackView, in file: MappedFile, path: String) throws(PlaceDatabaseError) -> (
+        points: PlaceIndex, areas: ReachIndex
+    ) {
+        let points: PlaceIndex
+        let areas: ReachIndex
+        do {
+            points = try PlaceIndex(mapping: pack[.index], owner: file)
+        } catch {
+            throw .corrupt(path: path, detail: error.description)
+        }
+        guard points.count == pack.placeCount, points.isNumberedByPosition else {
+            throw .corrupt(path: path, detail: "index does not match the places")
+        }
+        do {
+            areas = try ReachIndex(mapping: pack[.areas], owner: file)
+        } catch {
+            throw .corrupt(path: path, detail: error.description)
+        }
+        return (points, areas)
     }
 
     /// What ranking reads, in place in the mapping: the spatial index, the columns, the index of the

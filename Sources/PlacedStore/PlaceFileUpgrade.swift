@@ -9,17 +9,47 @@ import PlacedCore
 /// importing it again: the SQLite part as it was but for meta `schema_version`, the pack's id, columns,
 /// records and kinds byte for byte, and the two spatial indexes (the points' kd-tree, the areas' reach
 /// index) written again in this format, at the offsets an import puts them. The places and every answer
-/// stay the same. It exists for the benchmarks' big files, whose import takes many minutes
-/// (`placed-bench upgrade-places`); a device whose file is refused imports it again. A file of this
-/// schema is rewritten the same way (its pack comes out byte for byte as it was).
+/// stay the same. A device's file is upgraded in place by `placectl upgrade` (the package's postinst runs
+/// it), the benchmarks' big files by `placed-bench upgrade-places`. A file of this schema is rewritten the
+/// same way (its pack comes out byte for byte as it was).
+///
+/// The new file is written beside the target, synced, given the old file's mode and owner and renamed
+/// over it, and the directory synced: a reader sees the old file or the new one, a daemon keeps the one
+/// it mapped until it refreshes, and a failure leaves the old file as it was and nothing beside it.
 public enum PlaceFileUpgrade {
+    /// What `upgrade(inPlace:)` did.
+    public enum Outcome: Equatable, Sendable {
+        /// The file was of schema `from` and is of this schema now.
+        case upgraded(from: String)
+        /// The file was of this schema already (and opens as one); nothing was written.
+        case alreadyCurrent
+    }
+
+    /// Upgrades the places file at `path` to this schema where it is of the one before; leaves a file of
+    /// this schema alone. Any other file (missing, foreign, damaged, of another schema) is a named error
+    /// and stays as it was.
+    public static func upgrade(inPlace path: String) throws(PlaceDatabaseError) -> Outcome {
+        let version = try PlaceDatabase.mapSQLitePart(path: path).version
+        if version == String(PlaceDatabase.schemaVersion) {
+            _ = try PlaceDatabase.open(path: path)  // a damaged file of this schema is named, not passed
+            return .alreadyCurrent
+        }
+        guard version == "4" else { throw .unsupportedSchema(path: path, version: version) }
+        try rewrite(path, to: path)
+        return .upgraded(from: "4")
+    }
+
     /// Reads `source`, writes `target` through a temporary file in its directory and renames it into place.
     public static func rewrite(_ source: String, to target: String) throws(PlaceDatabaseError) {
         try rewrite(source, to: target, schema: PlaceDatabase.schemaVersion)
     }
 
-    /// `schema` 4 writes the file of the schema before this one (pack version 1, indexes of format 2), as
-    /// an older placed did: what the tests upgrade.
+    /// Writes `source` as a file of the schema before this one (pack version 1, indexes of format 2), as an
+    /// older placed did: what the upgrade's tests start from (`placed-bench downgrade-places`).
+    public static func rewriteInPreviousSchema(_ source: String, to target: String) throws(PlaceDatabaseError) {
+        try rewrite(source, to: target, schema: 4)
+    }
+
     static func rewrite(_ source: String, to target: String, schema: Int) throws(PlaceDatabaseError) {
         precondition(schema == 4 || schema == PlaceDatabase.schemaVersion, "PlaceFileUpgrade: schema \(schema)")
         let current = schema == PlaceDatabase.schemaVersion
@@ -27,26 +57,25 @@ public enum PlaceFileUpgrade {
         guard version == "4" || version == String(PlaceDatabase.schemaVersion) else {
             throw .unsupportedSchema(path: source, version: version)
         }
+        let packID: String?
+        let countText: String?
+        do {
+            packID = try database.meta("pack_id")
+            countText = try database.meta("place_count")
+        } catch {
+            throw PlaceDatabase.classify(error, path: source)
+        }
         withExtendedLifetime(database) {}
         file.expectSequentialReads()
         let pack = try PackView(file: file.bytes, imageSize: imageSize, path: source, versions: 1...PlacePack.version)
-        let index: PlaceIndex
-        let areas: ReachIndex
-        do {
-            index = try PlaceIndex(mapping: pack[.index], owner: file)
-        } catch {
-            throw .corrupt(path: source, detail: error.description)
+        guard packID == PlacePack.hex(pack.id), countText == String(pack.placeCount) else {
+            throw .corrupt(path: source, detail: "the pack is not the one meta pack_id and place_count name")
         }
-        do {
-            areas = try ReachIndex(mapping: pack[.areas], owner: file)
-        } catch {
-            throw .corrupt(path: source, detail: error.description)
-        }
-        guard index.count == pack.placeCount, index.isNumberedByPosition else {
-            throw .corrupt(path: source, detail: "index does not match the places")
-        }
+        let (index, areas) = try PlaceDatabase.indexes(of: pack, in: file, path: source)
+        var original = stat()
+        let replacing = stat(target, &original) == 0
 
-        let temporary = target + ".upgrading"
+        let temporary = "\(target).upgrading-\(getpid())"
         unlink(temporary)
         var renamed = false
         defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind
@@ -118,12 +147,33 @@ public enum PlaceFileUpgrade {
         var headerWriter = FileWriter(descriptor: descriptor, path: temporary, offset: start)
         try headerWriter.append(header)
         try headerWriter.flush()
+        if replacing {
+            // The file it replaces keeps its mode and owner (placed reads it as its own user or group).
+            guard fchmod(descriptor, original.st_mode & 0o7777) == 0 else {
+                throw .cannotWrite(path: temporary, operation: "chmod", errno: errno)
+            }
+            if original.st_uid != status.st_uid || original.st_gid != status.st_gid {
+                guard fchown(descriptor, original.st_uid, original.st_gid) == 0 else {
+                    throw .cannotWrite(path: temporary, operation: "chown", errno: errno)
+                }
+            }
+        }
         guard fsync(descriptor) == 0 else { throw .cannotWrite(path: temporary, operation: "fsync", errno: errno) }
         _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))  // as an import leaves it
         guard rename(temporary, target) == 0 else {
             throw .cannotWrite(path: target, operation: "rename", errno: errno)
         }
         renamed = true
+        // Makes the rename itself durable. Should this fail, the new file is already in place.
+        let directory = PlaceDatabase.directoryName(of: target)
+        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else {
+            throw .cannotWrite(path: directory, operation: "open directory", errno: errno)
+        }
+        defer { Glibc.close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else {
+            throw .cannotWrite(path: directory, operation: "fsync directory", errno: errno)
+        }
     }
 
     /// The SQLite part's bytes as a database file of its own, its meta `schema_version` raised to this one.

@@ -8,21 +8,46 @@ public struct VarlinkInterface: Sendable, Equatable {
 
     /// Nil when the text declares no `interface` name.
     public init?(description: String) {
-        var name: String?
-        var methods: Set<String> = []
-        for line in description.split(separator: "\n") {
-            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "(" })
-            guard words.count >= 2 else { continue }
-            switch words[0] {
-            case "interface" where name == nil: name = String(words[1])
-            case "method": methods.insert(String(words[1]))
-            default: continue
-            }
-        }
-        guard let name else { return nil }
+        let declared = Self.declarations(in: Array(description.utf8))
+        guard let name = declared.name else { return nil }
         self.name = name
         self.description = description
-        self.methods = methods
+        self.methods = declared.methods
+    }
+
+    /// The first `interface` name and every `method` name: the second word of each line whose first word
+    /// is that keyword (words end at a space, a tab or "("). Read on the UTF-8 bytes, a String made only of
+    /// the names: placed's description is 7 kB with non-ASCII in its comments, and splitting it by
+    /// Character took 40 % of the daemon's instructions from exec to READY=1.
+    static func declarations(in bytes: [UInt8]) -> (name: String?, methods: Set<String>) {
+        var name: String?
+        var methods: Set<String> = []
+        let newline = UInt8(ascii: "\n")
+        func isSeparator(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "(")
+        }
+        bytes.withUnsafeBufferPointer { text in
+            var at = 0
+            while at < text.count {
+                while at < text.count, isSeparator(text[at]) { at += 1 }
+                let keywordStart = at
+                while at < text.count, text[at] != newline, !isSeparator(text[at]) { at += 1 }
+                let keyword = UnsafeBufferPointer(rebasing: text[keywordStart..<at])
+                let isInterface = name == nil && keyword.elementsEqual("interface".utf8)
+                if isInterface || keyword.elementsEqual("method".utf8) {
+                    while at < text.count, isSeparator(text[at]) { at += 1 }
+                    let wordStart = at
+                    while at < text.count, text[at] != newline, !isSeparator(text[at]) { at += 1 }
+                    if at > wordStart {
+                        let word = String(decoding: UnsafeBufferPointer(rebasing: text[wordStart..<at]), as: UTF8.self)
+                        if isInterface { name = word } else { methods.insert(word) }
+                    }
+                }
+                while at < text.count, text[at] != newline { at += 1 }
+                at += 1
+            }
+        }
+        return (name, methods)
     }
 
     /// The service interface every varlink server implements (text from the varlink specification).

@@ -54,7 +54,8 @@ enum Placectl {
     static var commands: [any Command.Type] {
         [
             StatusCommand.self, PlacesCommand.self, SelectCommand.self, WatchCommand.self, HistoryCommand.self,
-            RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self, FleetDropInCommand.self,
+            RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self, UpgradeCommand.self,
+            FleetDropInCommand.self,
         ]
     }
 

@@ -13,3 +13,11 @@ func runUpgradePlaces(_ arguments: [String]) throws {
         "upgrade-places: \(arguments[0]) -> \(arguments[1]) (schema \(PlaceDatabase.schemaVersion),"
             + " \(catalog.count) places) in \(seconds.formatted(decimals: 1)) s")
 }
+
+/// `placed-bench downgrade-places NEW OLD`: a places file of this schema written in the schema before it,
+/// as an older placed left it: what the tests of `placectl upgrade` and the package's postinst start from.
+func runDowngradePlaces(_ arguments: [String]) throws {
+    guard arguments.count == 2 else { throw BenchmarkUsage("downgrade-places NEW OLD") }
+    try PlaceFileUpgrade.rewriteInPreviousSchema(arguments[0], to: arguments[1])
+    print("downgrade-places: \(arguments[0]) -> \(arguments[1]) (schema \(PlaceDatabase.schemaVersion - 1))")
+}

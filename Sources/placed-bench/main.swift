@@ -31,6 +31,10 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
         "upgrade-places", "rewrite a places file of the schema before this one in this one (OLD NEW), for bench/big.py",
         runUpgradePlaces
     ),
+    (
+        "downgrade-places", "write a places file in the schema before this one (NEW OLD), for the upgrade's tests",
+        runDowngradePlaces
+    ),
     ("fleet", "fleet export to mosquitto: markers/s, 100,000-event backlog drain, idle wake-ups", fleetBenchmark),
 ]
 

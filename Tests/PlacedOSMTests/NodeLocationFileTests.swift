@@ -22,7 +22,7 @@ struct NodeLocationFileTests {
     @Test func findsEveryNodeAndNoOther() throws {
         let directory = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let file = try Self.file(directory, releaseBytes: 1)  // released at every page change
+        let file = try Self.file(directory, releaseBytes: 1)  // released every 256 pages (1 MB, the least)
         var random = SplitMix64(seed: 19)
         var ids: [Int64] = []
         var id: Int64 = 3
@@ -50,6 +50,28 @@ struct NodeLocationFileTests {
                 known.contains(probe)
                     ? file.location(of: probe) == Self.location(probe) : file.location(of: probe) == nil)
         }
+    }
+
+    /// The mapping is released after `releaseBytes` of distinct pages: ways going back and forth between
+    /// two pages release nothing (releasing on every 256 page changes made each page fault in again and
+    /// again), a sweep over 1,000 pages at 256 a release releases three times, and lookups stay right.
+    @Test func releasesByDistinctPages() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = try Self.file(directory, releaseBytes: 1)
+        let perPage = Int64(NodeLocationFile.perPage)
+        for id in 1...(1_000 * perPage) { file.append(id: id, location: Self.location(id)) }
+        try file.finishWriting()
+        for step in 0..<10_000 {
+            let id = step % 2 == 0 ? 5 : perPage + 5
+            #expect(file.location(of: id) == Self.location(id))
+        }
+        #expect(file.releases == 0)
+        for page in 0..<Int64(1_000) {
+            let id = page * perPage + 1 + page % perPage
+            #expect(file.location(of: id) == Self.location(id))
+        }
+        #expect(file.releases == 3)
     }
 
     @Test func anEmptyFileFindsNothing() throws {

@@ -196,6 +196,63 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
             ])
     }
 
+    /// `upgrade(inPlace:)`, what `placectl upgrade` runs: a schema-4 file becomes the file an import writes,
+    /// keeping its mode; a file of this schema is left as it was; a damaged or foreign file is a named error
+    /// that leaves it byte for byte as it was and nothing beside it.
+    @Test func anUpgradeInPlaceRewritesOnlyAFileOfTheSchemaBefore() throws {
+        let directory = TemporaryDirectory()
+        let current = directory.file("current.db")
+        try PlaceDatabase.replace(at: current, with: syntheticPlaces(3_000, seed: 5) + [cafe, station])
+        let path = directory.file("places.db")
+        try PlaceFileUpgrade.rewriteInPreviousSchema(current, to: path)
+        #expect(chmod(path, 0o640) == 0)
+        #expect(try PlaceFileUpgrade.upgrade(inPlace: path) == .upgraded(from: "4"))
+        #expect(FileManager.default.contents(atPath: path) != nil)
+        let upgraded = try PlaceDatabase.open(path: path).load()
+        let expected = try PlaceDatabase.open(path: current).load()
+        #expect(upgraded.count == expected.count)
+        #expect(try upgraded.place(at: 17) == expected.place(at: 17))
+        var status = stat()
+        #expect(stat(path, &status) == 0 && status.st_mode & 0o7777 == 0o640)
+
+        let bytes = FileManager.default.contents(atPath: path)
+        var before = stat()
+        #expect(stat(path, &before) == 0)
+        #expect(try PlaceFileUpgrade.upgrade(inPlace: path) == .alreadyCurrent)
+        var after = stat()
+        #expect(stat(path, &after) == 0 && after.st_ino == before.st_ino)
+        #expect(FileManager.default.contents(atPath: path) == bytes)
+
+        // Damaged: the old file's pack cut short; foreign: an SQLite database of someone else's.
+        let damaged = directory.file("damaged.db")
+        try PlaceFileUpgrade.rewriteInPreviousSchema(current, to: damaged)
+        var size = stat()
+        #expect(stat(damaged, &size) == 0 && truncate(damaged, size.st_size - 4096) == 0)
+        let foreign = directory.file("foreign.db")
+        try Database(path: foreign, mode: .readWriteCreate).execute("CREATE TABLE notes (text TEXT)")
+        let cases: [(String, (PlaceDatabaseError) -> Bool)] = [
+            (damaged, { if case .corrupt = $0 { true } else { false } }),
+            (foreign, { $0 == .unsupportedSchema(path: foreign, version: nil) }),
+        ]
+        for (file, expectedError) in cases {
+            let unchanged = FileManager.default.contents(atPath: file)
+            do {
+                _ = try PlaceFileUpgrade.upgrade(inPlace: file)
+                Issue.record("\(file) upgraded")
+            } catch {
+                #expect(expectedError(error), "\(error)")
+            }
+            #expect(FileManager.default.contents(atPath: file) == unchanged)
+        }
+        #expect(throws: PlaceDatabaseError.missing(path: directory.file("none.db"))) {
+            _ = try PlaceFileUpgrade.upgrade(inPlace: directory.file("none.db"))
+        }
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == [
+                "current.db", "damaged.db", "foreign.db", "places.db",
+            ])
+    }
+
     @Test func emptyPlaceListIsAValidDatabase() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")

@@ -213,6 +213,11 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
                 "Echo", "Watch", "Slow", "Who", "Crash", "NotANumber", "Unimplemented",
             ])
         #expect(VarlinkInterface(description: "# no name\nmethod X() -> ()") == nil)
+        let text =
+            "# naïve ± σ\ninterface a.b\n  method\tX(y: int) -> ()\nmethod Y ()\n# method Z()\n"
+            + "interface c.d\nmethodical W()\nmethod\n\tmethod  Ü(x: string) -> ()"
+        #expect(VarlinkInterface(description: text)?.name == "a.b", "the first interface line names it")
+        #expect(VarlinkInterface(description: text)?.methods == ["X", "Y", "Ü"])
     }
 
     @Test func methodCallsGetTheirReplies() throws {

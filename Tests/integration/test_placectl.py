@@ -343,6 +343,7 @@ def test_a_socket_nobody_listens_on(placectl_bin, tmp_path):
     ["--bus", "--socket", "/x", "status"], ["--json", "import", "x.osm.pbf"], ["history", "--before", "x"],
     ["map", "--at", "60.17"], ["map", "--at", "95,24"], ["map", "--radius", "5000"], ["map", "--size", "800"],
     ["map", "--limit", "21"], ["map", "extra"], ["--language", "sv", "status"], ["history", "--language", "sv"],
+    ["upgrade", "extra"], ["upgrade", "--db"], ["upgrade", "--db", ""],
 ])
 def test_usage_errors_exit_2(placectl_bin, arguments):
     out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
@@ -355,7 +356,7 @@ def test_usage_errors_exit_2(placectl_bin, arguments):
 
 
 @pytest.mark.parametrize("command", ["status", "places", "select", "watch", "history", "rank", "refresh", "map",
-                                     "import"])
+                                     "import", "upgrade"])
 def test_help_everywhere(placectl_bin, command):
     for arguments in ([command, "--help"], [command, "-h"], ["--help", command]):
         out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=10)
@@ -367,7 +368,7 @@ def test_help_everywhere(placectl_bin, command):
 def test_root_help_lists_the_commands_and_version(placectl_bin):
     out = subprocess.run([placectl_bin, "--help"], capture_output=True, text=True, timeout=10)
     assert out.returncode == 0
-    for command in ("status", "places", "select", "watch", "history", "rank", "refresh", "map", "import"):
+    for command in ("status", "places", "select", "watch", "history", "rank", "refresh", "map", "import", "upgrade"):
         assert "\n  %s " % command in out.stdout
     version = subprocess.run([placectl_bin, "--version"], capture_output=True, text=True, timeout=10)
     assert version.returncode == 0 and version.stdout.startswith("placectl ")

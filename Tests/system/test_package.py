@@ -1,7 +1,13 @@
 """The package's life in a booted systemd, as a Debian user meets it: apt install leaves both units
 active with the D-Bus policy live; an upgrade restarts placed once and keeps the selections; remove
-stops both; purge deletes the state and the configuration. The tests run in order on one container."""
+stops both; purge deletes the state and the configuration. A places file an older placed wrote (schema 4)
+is refused by name, and the upgrade's postinst rewrites it so placed ranks again. The tests run in order on
+one container."""
 import json
+import pathlib
+import subprocess
+
+from container import ROOT
 
 from conftest import EXTRACT, EXTRACT_PLACES, HELSINKI_CENTER, UNITS, install, status_of, write_drop_in
 
@@ -49,12 +55,34 @@ def test_import_and_selection_before_the_upgrade(container):
     assert marker["selection"] == 1 and marker["place"]["id"] == places[0]["id"]
 
 
+def test_a_places_file_of_the_schema_before_is_refused_by_name(container):
+    # What an older placed left: the imported file rewritten in schema 4 by the older code path.
+    bin_dir = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout.strip()
+    bench = pathlib.Path(bin_dir) / "placed-bench"
+    assert bench.exists(), "build placed-bench first: swift build -c release --product placed-bench"
+    places = container.root / "var" / "lib" / "placed" / "places.db"
+    out = subprocess.run([str(bench), "downgrade-places", str(places), str(places)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    cursor = container.cursor()
+    container.run("systemctl", "restart", "placed.service")
+    container.wait_for(lambda: [e for e in container.journal("_SYSTEMD_UNIT=placed.service", cursor=cursor)
+                                if "(found 4); rankings stay empty until it is upgraded (placectl upgrade"
+                                in e["MESSAGE"]], 10, "placed's line naming placectl upgrade")
+    assert status_of(container)["places"] == 0
+
+
 def test_upgrade_restarts_placed_once_and_keeps_the_selections(container, upgrade_deb):
     before = container.show("placed.service", "MainPID", "InvocationID")
     history = json.loads(container.run("placectl", "--json", "history").stdout)["markers"]
+    places_file = container.stat("/var/lib/placed/places.db")
     cursor = container.cursor()
     out, _ = container.install(upgrade_deb)
     assert out.returncode == 0, out
+    assert "upgraded /var/lib/placed/places.db from schema 4 to 5 (%s places)" % f"{EXTRACT_PLACES:,}" \
+        in out.stdout, "the postinst upgrades the places file"
+    assert container.stat("/var/lib/placed/places.db") == places_file, "its mode and owner stay"
     assert container.run("dpkg-query", "-W", "-f=${Version}", "placed").stdout.endswith("+1")
     assert container.active(*UNITS) == ["active", "active"]
     after = container.show("placed.service", "MainPID", "InvocationID")
@@ -65,7 +93,9 @@ def test_upgrade_restarts_placed_once_and_keeps_the_selections(container, upgrad
     container.wait_for(starts, 5, "systemd's record of placed's start")
     assert len(starts()) == 1, "placed restarted %d times" % len(starts())
     assert json.loads(container.run("placectl", "--json", "history").stdout)["markers"] == history
-    assert status_of(container)["places"] == EXTRACT_PLACES, "the import survives"
+    assert status_of(container)["places"] == EXTRACT_PLACES, "the import survives, upgraded"
+    assert not [e for e in container.journal("_SYSTEMD_UNIT=placed.service", cursor=cursor)
+                if "cannot load the places" in e["MESSAGE"]]
     assert container.exists("/etc/placed/placed.conf.d/10-static.conf"), "the drop-in survives"
 
 

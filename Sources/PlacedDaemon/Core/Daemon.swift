@@ -51,9 +51,7 @@ public final class Daemon: PlacesService, LocationSink {
         } catch {
             // Exiting would only have systemd restart us into the same file: serve without places
             // (status, history, selections of nothing) until a good file is imported and refreshed.
-            Log.error(
-                "cannot load the places: \(error); rankings stay empty until a new import "
-                    + "(placectl import, then placectl refresh)")
+            Log.error("cannot load the places: \(error); rankings stay empty until \(Self.remedy(for: error))")
         }
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
@@ -414,6 +412,15 @@ public final class Daemon: PlacesService, LocationSink {
             return nil
         }
         return try PlaceCatalog(path: path)
+    }
+
+    /// What makes a places file that failed to load one placed loads: the upgrade for a file of the
+    /// schema before (what a package upgrade leaves where its postinst could not), else a new import.
+    static func remedy(for error: any Error) -> String {
+        if case .unsupportedSchema(_, "4")? = error as? PlaceDatabaseError {
+            return "it is upgraded (placectl upgrade, which refreshes placed)"
+        }
+        return "a new import (placectl import, then placectl refresh)"
     }
 
     static func wallClock() -> Double {
