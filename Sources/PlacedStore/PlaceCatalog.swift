@@ -214,12 +214,8 @@ struct MappedCandidate: RankingCandidate {
     /// ranked with, one more for a number beyond the file's kinds (`PlaceCatalog.priors(in:)`).
     init?(_ database: PlaceDatabase, number: Int, priors: [RankingModel.KindPrior]) {
         let pack = database.pack
-        let starts = pack[.recordStarts]
-        let records = pack[.records]
-        let from = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
-        let to = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number + 4, as: UInt32.self)))
-        guard from <= to, to <= records.count else { return nil }
-        var reader = RecordReader(UnsafeRawBufferPointer(rebasing: records[from..<to]))
+        guard let record = pack.record(number) else { return nil }
+        var reader = RecordReader(record)
         guard let flags = reader.byte(), reader.byte() != nil, let id = reader.span(), reader.span() != nil else {
             return nil
         }

@@ -262,15 +262,9 @@ public final class PlaceDatabase {
         guard index >= 0, index < placeCount else {
             throw .noSuchPlace(index: index, count: placeCount)
         }
-        let starts = pack[.recordStarts]
-        let records = pack[.records]
-        let from = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)))
-        let to = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * index + 4, as: UInt32.self)))
         let codes = pack[.kind]
         let code = Int(UInt32(littleEndian: codes.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)))
-        guard from <= to, to <= records.count,
-            var place = Self.decode(UnsafeRawBufferPointer(rebasing: records[from..<to]))
-        else {
+        guard let record = pack.record(index), var place = Self.decode(record) else {
             throw .corrupt(path: path, detail: "place \(index) does not decode")
         }
         place.kind = code < kinds.count ? kinds[code] : ""

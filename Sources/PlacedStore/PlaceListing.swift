@@ -38,14 +38,9 @@ public struct PlaceListing {
     public func text(at index: Int) -> PlaceText? {
         let number = places[index].candidate.number
         guard !database.isDamaged else { return nil }
-        let pack = database.pack
-        let starts = pack[.recordStarts]
-        let records = pack[.records]
-        let from = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
-        let to = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number + 4, as: UInt32.self)))
-        guard from <= to, to <= records.count else { return nil }
+        guard let record = database.pack.record(number) else { return nil }
         // What `PlaceDatabase.decode` reads and checks, without building anything.
-        var reader = RecordReader(UnsafeRawBufferPointer(rebasing: records[from..<to]))
+        var reader = RecordReader(record)
         guard let flags = reader.byte(), let sourceCode = reader.byte(), Int(sourceCode) < PlacePack.sourceCodes.count,
             let id = reader.span(), let name = reader.span()
         else { return nil }

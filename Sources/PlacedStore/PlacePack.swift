@@ -236,6 +236,16 @@ struct PackView {
 
     subscript(section: PlacePack.Section) -> UnsafeRawBufferPointer { sections[section.rawValue] }
 
+    /// Place `number`'s record (its bounds from the record table); nil when they fall outside the records.
+    func record(_ number: Int) -> UnsafeRawBufferPointer? {
+        let starts = self[.recordStarts]
+        let records = self[.records]
+        let from = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
+        let to = 4 * Int(UInt32(littleEndian: starts.loadUnaligned(fromByteOffset: 4 * number + 4, as: UInt32.self)))
+        guard from <= to, to <= records.count else { return nil }
+        return UnsafeRawBufferPointer(rebasing: records[from..<to])
+    }
+
     /// The kind strings.
     func kinds(path: String) throws(PlaceDatabaseError) -> [String] {
         let table = self[.kinds]
