@@ -656,42 +656,34 @@ extension JSON {
         output.append(UInt8(ascii: "\""))
     }
 
-    /// Copies runs of bytes that need no escape in one go (most strings are a single run), looking at
-    /// eight bytes at a time for the three that do: controls, the quote and the backslash.
+    /// Copies runs of bytes that need no escape in one go and escapes the others.
     private static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
-        var runStart = 0
-        var index = 0
-        while index < bytes.count {
-            if bytes.count - index >= 8 {
-                let word = UInt64(
-                    littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
-                if !mayNeedEscape(word) {
-                    index += 8
-                    continue
-                }
-            }
-            let end = min(index + 8, bytes.count)
-            while index < end {
-                let byte = bytes[index]
-                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                    appendEscape(of: byte, to: &output)
-                    runStart = index + 1
-                }
-                index += 1
-            }
-        }
-        output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        forEachEscape(
+            in: bytes, run: { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[$0])) },
+            escape: { appendEscape(of: $0, to: &output) })
     }
 
     /// Writes `bytes` escaped into `output` (room for six bytes each), as `appendEscaped` appends them;
     /// returns how many bytes it wrote.
     static func escape(_ bytes: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> Int {
         var end = output
-        func copy(_ run: Range<Int>) {
-            if !run.isEmpty { end.update(from: bytes.baseAddress! + run.lowerBound, count: run.count) }
-            end += run.count
-        }
+        forEachEscape(
+            in: bytes,
+            run: { run in
+                if !run.isEmpty { end.update(from: bytes.baseAddress! + run.lowerBound, count: run.count) }
+                end += run.count
+            },
+            escape: { end += writeEscape(of: $0, into: end) })
+        return end - output
+    }
+
+    /// Splits `bytes` into the runs that need no escape (most strings are a single run) and, between
+    /// them, each byte that does: controls, the quote and the backslash, looked for eight bytes at a
+    /// time. Calls `run` for every run in order, the last one even when empty.
+    @inline(__always)
+    private static func forEachEscape(
+        in bytes: UnsafeBufferPointer<UInt8>, run: (Range<Int>) -> Void, escape: (UInt8) -> Void
+    ) {
         var runStart = 0
         var index = 0
         while index < bytes.count {
@@ -707,15 +699,14 @@ extension JSON {
             while index < stop {
                 let byte = bytes[index]
                 if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    copy(runStart..<index)
-                    end += writeEscape(of: byte, into: end)
+                    run(runStart..<index)
+                    escape(byte)
                     runStart = index + 1
                 }
                 index += 1
             }
         }
-        copy(runStart..<bytes.count)
-        return end - output
+        run(runStart..<bytes.count)
     }
 
     /// Whether any of the eight bytes is below 0x20, a quote or a backslash (never false when one is).
