@@ -1,4 +1,5 @@
 import CMosquitto
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -60,15 +61,17 @@ struct MosquittoLibrary: @unchecked Sendable {
     }()
 
     private init() throws(FleetError) {
-        guard let handle = dlopen(Self.soname, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "not found"
-            throw .client("cannot load \(Self.soname) (Debian package libmosquitto1): \(reason)")
+        let library: SharedLibrary
+        do {
+            library = try SharedLibrary(Self.soname)
+        } catch {
+            throw .client("cannot load \(Self.soname) (Debian package libmosquitto1): \(error.reason)")
         }
         func symbol<Function>(_ name: String, as type: Function.Type) throws(FleetError) -> Function {
-            guard let address = dlsym(handle, name) else {
+            guard let function = library.function(name, as: type) else {
                 throw .client("\(Self.soname) has no \(name): libmosquitto 2.0 or later is needed")
             }
-            return unsafeBitCast(address, to: type)
+            return function
         }
         libInit = try symbol("mosquitto_lib_init", as: placed_mosquitto_lib_init_fn.self)
         libVersion = try symbol("mosquitto_lib_version", as: placed_mosquitto_lib_version_fn.self)

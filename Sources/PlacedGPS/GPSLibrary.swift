@@ -1,8 +1,5 @@
 import CGPS
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import PlacedSystem
 
 /// libgps, opened when `GPSDSource` first connects. placed does not link it: libgps brings libdbus and
 /// libstdc++, whose symbol relocations were half of the dynamic loader's work at every start, and a
@@ -35,12 +32,13 @@ struct GPSLibrary: @unchecked Sendable {
     }()
 
     private init() throws(GPSLibraryError) {
-        guard let handle = dlopen(Self.soname, RTLD_NOW | RTLD_LOCAL) else {
-            throw GPSLibraryError(reason: dlerror().map { String(cString: $0) } ?? "not found")
-        }
+        let library: SharedLibrary
+        do { library = try SharedLibrary(Self.soname) } catch { throw GPSLibraryError(reason: error.reason) }
         func symbol<Function>(_ name: String, as type: Function.Type) throws(GPSLibraryError) -> Function {
-            guard let address = dlsym(handle, name) else { throw GPSLibraryError(reason: "it has no \(name)") }
-            return unsafeBitCast(address, to: type)
+            guard let function = library.function(name, as: type) else {
+                throw GPSLibraryError(reason: "it has no \(name)")
+            }
+            return function
         }
         open = try symbol("gps_open", as: placed_gps_open_fn.self)
         close = try symbol("gps_close", as: placed_gps_close_fn.self)
