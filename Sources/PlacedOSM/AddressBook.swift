@@ -216,15 +216,6 @@ struct SpatialGrid {
         let (row0, column0) = cell(box.minLatitude, box.minLongitude)
         let (row1, column1) = cell(box.maxLatitude, box.maxLongitude)
         keys.withUnsafeBufferPointer { keys in
-            func firstAtLeast(_ key: Int64) -> Int {
-                var lower = 0
-                var upper = keys.count
-                while lower < upper {
-                    let middle = (lower + upper) / 2
-                    if keys[middle] < key { lower = middle + 1 } else { upper = middle }
-                }
-                return lower
-            }
             func take(_ index: Int) {
                 cellsFound += 1
                 for position in Int(starts[index])..<Int(starts[index + 1]) { found.append(Int(items[position])) }
@@ -234,14 +225,14 @@ struct SpatialGrid {
                     // The columns' low 32 bits wrap at 0 within the row: each cell looked up alone.
                     for column in column0...column1 {
                         let key = row << 32 ^ (column & 0xFFFF_FFFF)
-                        let index = firstAtLeast(key)
+                        let index = keys.firstIndex(notBelow: key)
                         if index < keys.count, keys[index] == key { take(index) }
                     }
                     continue
                 }
                 // A row's cells are consecutive keys: one search, then the cells present in order.
                 let last = row << 32 ^ (column1 & 0xFFFF_FFFF)
-                var index = firstAtLeast(row << 32 ^ (column0 & 0xFFFF_FFFF))
+                var index = keys.firstIndex(notBelow: row << 32 ^ (column0 & 0xFFFF_FFFF))
                 while index < keys.count, keys[index] <= last {
                     take(index)
                     index += 1

@@ -63,15 +63,7 @@ struct NodeLocations {
     /// The location of node `id`, nil when the file does not have it (extracts cut at a boundary).
     func location(of id: Int64) -> NodeLocation? {
         if let file { return file.location(of: id) }
-        let low = ids.withUnsafeBufferPointer { ids in
-            var low = 0
-            var high = ids.count
-            while low < high {
-                let middle = (low + high) / 2
-                if ids[middle] < id { low = middle + 1 } else { high = middle }
-            }
-            return low
-        }
+        let low = ids.withUnsafeBufferPointer { $0.firstIndex(notBelow: id) }
         return low < ids.count && ids[low] == id ? locations[low] : nil
     }
 }
