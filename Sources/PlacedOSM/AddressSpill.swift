@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -338,19 +339,9 @@ final class BucketWork: @unchecked Sendable {
     static func runInParallel(_ pieces: [BucketWork]) throws(OSMError) {
         var threads: [pthread_t] = []
         for piece in pieces.dropFirst() {
-            var thread = pthread_t()
-            let context = Unmanaged.passRetained(piece).toOpaque()
-            let started = pthread_create(
-                &thread, nil,
-                { context in
-                    let piece = Unmanaged<BucketWork>.fromOpaque(context!).takeRetainedValue()
-                    piece.run()
-                    return nil
-                }, context)
-            if started == 0 {
+            if let thread = startThread({ piece.run() }) {
                 threads.append(thread)
             } else {
-                Unmanaged<BucketWork>.fromOpaque(context).release()
                 piece.run()  // no thread to be had: here, after the others
             }
         }

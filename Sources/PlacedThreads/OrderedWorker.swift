@@ -34,20 +34,8 @@ public final class OrderedWorker: @unchecked Sendable {
         pthread_mutex_init(lock, nil)
         pthread_cond_init(queued, nil)
         pthread_cond_init(done, nil)
-        var created = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let started = pthread_create(
-            &created, nil,
-            { context in
-                let worker = Unmanaged<OrderedWorker>.fromOpaque(context!).takeRetainedValue()
-                worker.serve()
-                return nil
-            }, context)
-        if started == 0 {
-            thread = created
-        } else {
-            Unmanaged<OrderedWorker>.fromOpaque(context).release()
-        }
+        // The thread holds the worker until `serve` returns (after `stop`).
+        thread = startThread { [self] in serve() }
     }
 
     deinit {
