@@ -17,6 +17,9 @@ import PlacedCore
 /// over it, and the directory synced: a reader sees the old file or the new one, a daemon keeps the one
 /// it mapped until it refreshes, and a failure leaves the old file as it was and nothing beside it.
 public enum PlaceFileUpgrade {
+    /// The schema this upgrade rewrites: the one before `PlaceDatabase.schemaVersion`.
+    public static let upgradableSchema = "4"
+
     /// What `upgrade(inPlace:)` did.
     public enum Outcome: Equatable, Sendable {
         /// The file was of schema `from` and is of this schema now.
@@ -34,9 +37,9 @@ public enum PlaceFileUpgrade {
             _ = try PlaceDatabase.open(path: path)  // a damaged file of this schema is named, not passed
             return .alreadyCurrent
         }
-        guard version == "4" else { throw .unsupportedSchema(path: path, version: version) }
+        guard version == upgradableSchema else { throw .unsupportedSchema(path: path, version: version) }
         try rewrite(path, to: path)
-        return .upgraded(from: "4")
+        return .upgraded(from: upgradableSchema)
     }
 
     /// Reads `source`, writes `target` through a temporary file in its directory and renames it into place.

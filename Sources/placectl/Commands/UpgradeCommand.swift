@@ -29,21 +29,23 @@ enum UpgradeCommand: Command {
         let database = context.arguments.value("db") ?? ImportCommand.defaultDatabasePath
         guard !database.isEmpty else { throw UsageError("--db needs a path", command: spec.qualifiedName) }
         let start = monotonicSeconds()
-        let places: Int
+        let outcome: PlaceFileUpgrade.Outcome
         do {
-            switch try PlaceFileUpgrade.upgrade(inPlace: database) {
-            case .alreadyCurrent:
-                print("\(database) is of schema \(PlaceDatabase.schemaVersion) already: nothing to do")
-                return
-            case .upgraded(let from):
-                places = try PlaceDatabase.open(path: database).placeCount
-                let seconds = monotonicSeconds() - start
-                print(
-                    "upgraded \(database) from schema \(from) to \(PlaceDatabase.schemaVersion) "
-                        + "(\(places.grouped) places) in \(seconds.formatted(decimals: 2)) s")
-            }
+            outcome = try PlaceFileUpgrade.upgrade(inPlace: database)
         } catch {
             throw CommandFailure(command: spec.qualifiedName, message: "\(error); the database is as it was")
+        }
+        switch outcome {
+        case .alreadyCurrent:
+            print("\(database) is of schema \(PlaceDatabase.schemaVersion) already: nothing to do")
+            return
+        case .upgraded(let from):
+            // Past the rename: an error here is not "as it was", so it is reported as it comes.
+            let places = try PlaceDatabase.open(path: database).placeCount
+            let seconds = monotonicSeconds() - start
+            print(
+                "upgraded \(database) from schema \(from) to \(PlaceDatabase.schemaVersion) "
+                    + "(\(places.grouped) places) in \(seconds.formatted(decimals: 2)) s")
         }
         guard !context.arguments.has("no-refresh") else { return }
         do {
