@@ -29,35 +29,35 @@ extension PlaceDatabase {
         guard places.count < Int(Int32.max) else {
             throw .invalidPlace(id: "", reason: "\(places.count) places are more than a database holds")
         }
-        for place in places {
-            guard !place.id.isEmpty else {
-                throw .invalidPlace(id: "", reason: "empty id (name \"\(place.name)\")")
-            }
-            guard place.coordinate.isValid else {
-                throw .invalidPlace(
-                    id: place.id, reason: "coordinate \(place.coordinate) is not a valid position")
-            }
-            guard place.area.isFinite, place.area >= 0 else {
-                throw .invalidPlace(
-                    id: place.id, reason: "area \(place.area) is not a finite non-negative number")
-            }
-            if let b = place.bounds {
-                let corners = [
-                    Coordinate(latitude: b.minLatitude, longitude: b.minLongitude),
-                    Coordinate(latitude: b.maxLatitude, longitude: b.maxLongitude),
-                ]
-                guard corners.allSatisfy(\.isValid), b.minLatitude <= b.maxLatitude,
-                    b.minLongitude <= b.maxLongitude
-                else { throw .invalidPlace(id: place.id, reason: "bounding box is not valid") }
-            }
-            if let outline = place.outline, !outline.allSatisfy(\.isValid) {
-                throw .invalidPlace(id: place.id, reason: "outline has an invalid coordinate")
-            }
-            if place.localizedNames.keys.contains(where: { $0.isEmpty || $0.contains(where: \.isNamesSeparator) })
-                || place.localizedNames.values.contains(where: { $0.contains(where: \.isNamesSeparator) })
-            {
-                throw .invalidPlace(id: place.id, reason: "a localized name holds U+001E or U+001F, or has no language")
-            }
+        for place in places { try validate(place) }
+    }
+
+    /// One place checked, as `add` checks each (no array made a place).
+    static func validate(_ place: Place) throws(PlaceDatabaseError) {
+        guard !place.id.isEmpty else {
+            throw .invalidPlace(id: "", reason: "empty id (name \"\(place.name)\")")
+        }
+        guard place.coordinate.isValid else {
+            throw .invalidPlace(id: place.id, reason: "coordinate \(place.coordinate) is not a valid position")
+        }
+        guard place.area.isFinite, place.area >= 0 else {
+            throw .invalidPlace(id: place.id, reason: "area \(place.area) is not a finite non-negative number")
+        }
+        if let b = place.bounds {
+            guard Coordinate(latitude: b.minLatitude, longitude: b.minLongitude).isValid,
+                Coordinate(latitude: b.maxLatitude, longitude: b.maxLongitude).isValid,
+                b.minLatitude <= b.maxLatitude, b.minLongitude <= b.maxLongitude
+            else { throw .invalidPlace(id: place.id, reason: "bounding box is not valid") }
+        }
+        if let outline = place.outline, !outline.allSatisfy(\.isValid) {
+            throw .invalidPlace(id: place.id, reason: "outline has an invalid coordinate")
+        }
+        // The separators are ASCII controls, each a character of its own: found among the UTF-8 bytes.
+        if place.localizedNames.contains(where: { key, value in
+            key.isEmpty || key.utf8.contains(where: \.isNamesSeparator)
+                || value.utf8.contains(where: \.isNamesSeparator)
+        }) {
+            throw .invalidPlace(id: place.id, reason: "a localized name holds U+001E or U+001F, or has no language")
         }
     }
 
@@ -98,33 +98,44 @@ extension PlaceDatabase {
             """)
     }
 
-    static func insert(_ place: Place, rowid: Int, with insert: Statement) throws(SQLiteError) {
-        try bind(place, rowid: rowid, to: insert, after: 0)
-        try insert.step()
-        insert.reset()
-    }
-
-    /// The columns of `placeColumns`, one place's row, bound to parameters `offset + 1` on.
-    static func bind(_ place: Place, rowid: Int, to insert: Statement, after offset: Int32) throws(SQLiteError) {
+    /// One place's row, bound to parameters `offset + 1` on from its spilled record's own bytes (no copy:
+    /// they, `kind` and `source` must stay valid until the statement is stepped): the columns of
+    /// `placeColumns`, the values a `Place` decoded from the record would bind.
+    static func bind(
+        _ row: RecordColumns, kind: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer, coordinate: Coordinate,
+        rowid: Int, to insert: Statement, after offset: Int32
+    ) throws(SQLiteError) {
         try insert.bind(Int64(rowid), at: offset + 1)
-        try insert.bind(place.id, at: offset + 2)
-        try insert.bind(place.name, at: offset + 3)
-        try insert.bind(place.kind, at: offset + 4)
-        try insert.bind(place.address, at: offset + 5)
-        try insert.bind(place.coordinate.latitude, at: offset + 6)
-        try insert.bind(place.coordinate.longitude, at: offset + 7)
-        try insert.bind(place.area, at: offset + 8)
-        try insert.bind(place.bounds?.minLatitude, at: offset + 9)
-        try insert.bind(place.bounds?.minLongitude, at: offset + 10)
-        try insert.bind(place.bounds?.maxLatitude, at: offset + 11)
-        try insert.bind(place.bounds?.maxLongitude, at: offset + 12)
-        if let outline = place.outline, !outline.isEmpty {
-            try insert.bind(blob: OutlineCoding.encode(outline), at: offset + 13)
+        try insert.bind(borrowedText: row.id, at: offset + 2)
+        try insert.bind(borrowedText: row.name, at: offset + 3)
+        try insert.bind(borrowedText: kind, at: offset + 4)
+        if let address = row.address {
+            try insert.bind(borrowedText: address, at: offset + 5)
+        } else {
+            try insert.bindNull(at: offset + 5)
+        }
+        try insert.bind(coordinate.latitude, at: offset + 6)
+        try insert.bind(coordinate.longitude, at: offset + 7)
+        try insert.bind(row.area, at: offset + 8)
+        if let bounds = row.bounds {
+            try insert.bind(bounds.minLatitude, at: offset + 9)
+            try insert.bind(bounds.minLongitude, at: offset + 10)
+            try insert.bind(bounds.maxLatitude, at: offset + 11)
+            try insert.bind(bounds.maxLongitude, at: offset + 12)
+        } else {
+            for column in 9...12 { try insert.bindNull(at: offset + Int32(column)) }
+        }
+        if let outline = row.outline {
+            try insert.bind(borrowedBlob: outline, at: offset + 13)
         } else {
             try insert.bindNull(at: offset + 13)
         }
-        try insert.bind(place.addressSource.rawValue, at: offset + 14)
-        try insert.bind(LocalizedNamesCoding.encode(place.localizedNames), at: offset + 15)
+        try insert.bind(borrowedText: source, at: offset + 14)
+        if let names = row.names {
+            try insert.bind(borrowedText: names, at: offset + 15)
+        } else {
+            try insert.bindNull(at: offset + 15)
+        }
     }
 
     /// The places table's columns in the order `bind` binds them.
@@ -180,7 +191,7 @@ extension PlaceDatabase {
     }
 }
 
-extension Character {
-    /// The separators of `LocalizedNamesCoding`.
-    var isNamesSeparator: Bool { self == "\u{1E}" || self == "\u{1F}" }
+extension UInt8 {
+    /// The separators of `LocalizedNamesCoding` (U+001E, U+001F).
+    var isNamesSeparator: Bool { self == 0x1E || self == 0x1F }
 }

@@ -24,7 +24,13 @@ public final class PlaceFileWriter: PlaceSink {
     public let memoryLimit: Int
     public private(set) var count = 0
     /// How many places have their address from each source (after `assignAddresses`).
-    public private(set) var addressSources: [AddressSource: Int] = [:]
+    public var addressSources: [AddressSource: Int] {
+        var counts: [AddressSource: Int] = [:]
+        for (code, count) in sourceCounts.enumerated() where count != 0 { counts[PlacePack.sourceCodes[code]] = count }
+        return counts
+    }
+    /// By `PlacePack.sourceCodes` index (an array: counting into a dictionary hashed every place).
+    private var sourceCounts = [Int](repeating: 0, count: PlacePack.sourceCodes.count)
 
     /// The budget for one bucket of places in `finish` and the SQLite cache, unless told otherwise.
     public static let defaultMemoryLimit = 256 << 20
@@ -87,7 +93,7 @@ public final class PlaceFileWriter: PlaceSink {
     public func add(_ place: Place) {
         guard failure == nil else { return }
         do {
-            try PlaceDatabase.validate([place])
+            try PlaceDatabase.validate(place)
             guard count < Int(Int32.max) - 1 else {
                 throw PlaceDatabaseError.invalidPlace(id: place.id, reason: "more places than a file holds")
             }
@@ -113,7 +119,7 @@ public final class PlaceFileWriter: PlaceSink {
             try pointWriter.append(place.coordinate.latitude.bitPattern)
             if count % 64 == 0 { needsAddress.append(0) }
             if place.address == nil { needsAddress[count / 64] |= 1 << UInt64(count % 64) }
-            addressSources[place.addressSource, default: 0] += 1
+            sourceCounts[PlacePack.sourceCode(of: place.addressSource)] += 1
             count += 1
         } catch {
             failure = error as? PlaceDatabaseError ?? .invalidPlace(id: place.id, reason: "\(error)")
@@ -150,10 +156,10 @@ public final class PlaceFileWriter: PlaceSink {
                 let point = try reader.readPoint()
                 guard lacksAddress(number) else { continue }
                 let (address, source) = resolve(point)
-                addressSources[.none, default: 0] -= 1
-                addressSources[source, default: 0] += 1
+                sourceCounts[PlacePack.sourceCode(of: .none)] -= 1
+                sourceCounts[PlacePack.sourceCode(of: source)] += 1
                 let text = Array((address ?? "").utf8)
-                try writer.append(UInt8(PlacePack.sourceCodes.firstIndex(of: source) ?? 4))
+                try writer.append(UInt8(PlacePack.sourceCode(of: source)))
                 try writer.append(UInt8(address == nil ? 0 : 1))
                 try writer.append(UInt32(text.count))
                 try writer.append(text)
@@ -267,8 +273,8 @@ public final class PlaceFileWriter: PlaceSink {
         do {
             let insert = try database.prepare(PlaceDatabase.insertSQL(rows: 1))
             let insertMany = try database.prepare(PlaceDatabase.insertSQL(rows: RowInserter.rowsAStatement))
-            // The rows go in on a thread of their own while this one decodes the places and writes the pack.
-            rows = RowInserter(insert: insert, insertMany: insertMany, firstRowID: 1)
+            // The rows go in on a thread of their own while this one reads the buckets and writes the pack.
+            rows = RowInserter(insert: insert, insertMany: insertMany, firstRowID: 1, kinds: kinds)
             for (number, bucket) in buckets.enumerated() {
                 let first = number * perBucket
                 let size = bucketWriters[number].offset
@@ -306,12 +312,7 @@ public final class PlaceFileWriter: PlaceSink {
                                     littleEndian: head.loadUnaligned(fromByteOffset: 24, as: UInt64.self))))
                         let record = UnsafeRawBufferPointer(
                             rebasing: raw[(slot + Self.spillPrefix)..<(slot + Self.spillPrefix + length)])
-                        guard var place = PlaceDatabase.decode(record) else {
-                            throw PlaceDatabaseError.corrupt(path: temporaryPath, detail: "spilled place \(position)")
-                        }
-                        place.kind = kinds[Int(code)]
-                        place.coordinate = coordinate
-                        rows.add(place)
+                        rows.add(record: record, kind: code, coordinate: coordinate)
                         try columns.append(area: area, reach: reach, kind: code, record: record)
                         if area > 0 {
                             areaNumbers.append(Int32(position))
@@ -616,16 +617,22 @@ final class TemporaryFile {
     }
 
     func read(at offset: Int, count: Int) throws(PlaceDatabaseError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = bytes.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done))
+        // Not zeroed first (a bucket is up to half the memory limit): every byte is read into.
+        var failure: Int32?
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var done = 0
+            while done < count {
+                let n = pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset + done))
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    failure = n < 0 ? errno : EIO
+                    break
+                }
+                done += n
             }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: n < 0 ? errno : EIO) }
-            done += n
+            initialized = failure == nil ? count : 0
         }
+        if let failure { throw .cannotWrite(path: name, operation: "read", errno: failure) }
         return bytes
     }
 
@@ -722,8 +729,10 @@ final class SpillReader {
     }
 }
 
-/// The places' SQLite rows inserted in order on an `OrderedWorker`, in batches: the thread that decodes
-/// them goes on with the pack meanwhile. The rows are the ones inserting them in turn would make.
+/// The places' SQLite rows inserted in order on an `OrderedWorker`, in batches: the thread that reads
+/// the buckets goes on with the pack meanwhile. A row is bound from the place's spilled record itself
+/// (`RecordColumns`: no `Place` made, no text copied into SQLite), copied with its point and kind into
+/// the batch; the rows are the ones inserting each decoded place would make.
 final class RowInserter {
     /// Places a job: enough that the hand-over costs nothing beside the inserts, few enough to be small.
     static let batchSize = 2_048
@@ -732,24 +741,36 @@ final class RowInserter {
     /// run and halted) shared by them; the rows are those of inserting each alone.
     static let rowsAStatement = 16
 
+    private struct Row {
+        let start: Int
+        let length: Int
+        let kind: Int
+        let coordinate: Coordinate
+    }
+
     private let insert: Statement
     private let insertMany: Statement
     private let worker = OrderedWorker(depth: 4)
-    private var batch: [Place] = []
+    private let texts: FixedTexts
+    private var bytes: [UInt8] = []
+    private var rows: [Row] = []
     private var nextRowID: Int
     /// The first failure on the worker (set there, read after `wait`).
     private let failure = FailureBox()
 
-    init(insert: Statement, insertMany: Statement, firstRowID: Int) {
+    init(insert: Statement, insertMany: Statement, firstRowID: Int, kinds: [String]) {
         self.insert = insert
         self.insertMany = insertMany
         nextRowID = firstRowID
-        batch.reserveCapacity(Self.batchSize)
+        texts = FixedTexts(kinds: kinds)
+        rows.reserveCapacity(Self.batchSize)
     }
 
-    func add(_ place: Place) {
-        batch.append(place)
-        if batch.count == Self.batchSize { flush() }
+    /// The place of `record` (its spilled bytes), at `coordinate`, of kind number `kind`.
+    func add(record: UnsafeRawBufferPointer, kind: UInt32, coordinate: Coordinate) {
+        rows.append(Row(start: bytes.count, length: record.count, kind: Int(kind), coordinate: coordinate))
+        bytes.append(contentsOf: record)
+        if rows.count == Self.batchSize { flush() }
     }
 
     /// Waits for every row; throws the first insert's failure.
@@ -762,39 +783,81 @@ final class RowInserter {
     func stop() { worker.stop() }
 
     private func flush() {
-        guard !batch.isEmpty else { return }
-        let places = batch
+        guard !rows.isEmpty else { return }
+        let rows = rows
+        let bytes = bytes
         let first = nextRowID
-        nextRowID += places.count
-        batch.removeAll(keepingCapacity: true)
+        nextRowID += rows.count
+        self.rows.removeAll(keepingCapacity: true)
+        self.bytes.removeAll(keepingCapacity: true)
         let insert = insert
         let insertMany = insertMany
         let failure = failure
+        let texts = texts
         worker.submit {
             guard failure.error == nil else { return }
-            do throws(SQLiteError) {
-                let many = Self.rowsAStatement
-                var start = 0
-                while places.count - start >= many {
-                    for row in 0..<many {
-                        try PlaceDatabase.bind(
-                            places[start + row], rowid: first + start + row, to: insertMany, after: Int32(15 * row))
+            bytes.withUnsafeBytes { raw in
+                func bind(_ offset: Int, to statement: Statement, after parameter: Int32) throws(SQLiteError) {
+                    let row = rows[offset]
+                    let record = UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + row.length])
+                    guard let columns = RecordColumns(record), row.kind < texts.kinds.count else {
+                        throw SQLiteError(
+                            code: SQLITE_CORRUPT, message: "spilled place \(first + offset - 1) does not decode",
+                            operation: "decode")
                     }
-                    try insertMany.step()
-                    insertMany.reset()
-                    start += many
+                    try PlaceDatabase.bind(
+                        columns, kind: texts.kinds[row.kind], source: texts.sources[columns.sourceCode],
+                        coordinate: row.coordinate, rowid: first + offset, to: statement, after: parameter)
                 }
-                for offset in start..<places.count {
-                    try PlaceDatabase.insert(places[offset], rowid: first + offset, with: insert)
+                do throws(SQLiteError) {
+                    let many = Self.rowsAStatement
+                    var start = 0
+                    while rows.count - start >= many {
+                        for row in 0..<many { try bind(start + row, to: insertMany, after: Int32(15 * row)) }
+                        try insertMany.step()
+                        insertMany.reset()
+                        start += many
+                    }
+                    for offset in start..<rows.count {
+                        try bind(offset, to: insert, after: 0)
+                        try insert.step()
+                        insert.reset()
+                    }
+                } catch {
+                    failure.error = error
                 }
-            } catch {
-                failure.error = error
             }
         }
     }
 
     private final class FailureBox: @unchecked Sendable {
         var error: SQLiteError?
+    }
+
+    /// The kinds' and the address sources' UTF-8 in one buffer that lives as long as a job may bind from
+    /// it (SQLite keeps a pointer to bound text until the row is stepped).
+    private final class FixedTexts: @unchecked Sendable {
+        private let storage: UnsafeMutableRawBufferPointer
+        let kinds: [UnsafeRawBufferPointer]
+        let sources: [UnsafeRawBufferPointer]
+
+        init(kinds names: [String]) {
+            let all = (names + PlacePack.sourceCodes.map(\.rawValue)).map { Array($0.utf8) }
+            storage = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: max(1, all.reduce(0) { $0 + $1.count }), alignment: 8)
+            var spans: [UnsafeRawBufferPointer] = []
+            var at = 0
+            for text in all {
+                let span = UnsafeMutableRawBufferPointer(rebasing: storage[at..<at + text.count])
+                span.copyBytes(from: text)
+                spans.append(UnsafeRawBufferPointer(span))
+                at += text.count
+            }
+            kinds = Array(spans[..<names.count])
+            sources = Array(spans[names.count...])
+        }
+
+        deinit { storage.deallocate() }
     }
 }
 

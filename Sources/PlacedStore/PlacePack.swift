@@ -49,6 +49,17 @@ enum PlacePack {
 
     static let sourceCodes: [AddressSource] = [.own, .building, .nearby, .street, .none]
 
+    /// `source`'s index in `sourceCodes`.
+    static func sourceCode(of source: AddressSource) -> Int {
+        switch source {
+        case .own: 0
+        case .building: 1
+        case .nearby: 2
+        case .street: 3
+        case .none: 4
+        }
+    }
+
     /// A fresh id for a pack and the meta row that names it.
     static func newID() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
@@ -75,14 +86,17 @@ struct RecordEncoder {
         if place.bounds != nil { flags |= PlacePack.RecordFlag.bounds }
         if outline != nil { flags |= PlacePack.RecordFlag.outline }
         bytes.append(flags)
-        bytes.append(UInt8(PlacePack.sourceCodes.firstIndex(of: place.addressSource) ?? 4))
+        bytes.append(UInt8(PlacePack.sourceCode(of: place.addressSource)))
         text(place.id)
         text(place.name)
         if let address = place.address { text(address) }
         if let names { text(names) }
         if place.area != 0 { double(place.area) }
         if let b = place.bounds {
-            for value in [b.minLatitude, b.minLongitude, b.maxLatitude, b.maxLongitude] { double(value) }
+            double(b.minLatitude)
+            double(b.minLongitude)
+            double(b.maxLatitude)
+            double(b.maxLongitude)
         }
         if let outline {
             varint(UInt64(outline.count))
@@ -330,5 +344,59 @@ struct RecordReader {
         guard bytes.count - position >= 8 else { return nil }
         defer { position += 8 }
         return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
+    }
+}
+
+/// A record's SQLite columns read in place: the record holds them as the row does (UTF-8 texts, the
+/// localized names as `LocalizedNamesCoding`'s text, the outline as `OutlineCoding`'s little-endian
+/// pairs), so the places file's writer binds a row from the record's own bytes without making a `Place`.
+/// The point and the kind are not in a record (its caller has them).
+struct RecordColumns {
+    var id: UnsafeRawBufferPointer
+    var name: UnsafeRawBufferPointer
+    var address: UnsafeRawBufferPointer?
+    var names: UnsafeRawBufferPointer?
+    var area = 0.0
+    var bounds: BoundingBox?
+    /// `OutlineCoding`'s bytes; nil for none (as an empty outline binds NULL).
+    var outline: UnsafeRawBufferPointer?
+    /// Its index in `PlacePack.sourceCodes`.
+    var sourceCode: Int
+
+    /// Nil where `PlaceDatabase.decode` finds no place.
+    init?(_ bytes: UnsafeRawBufferPointer) {
+        var reader = RecordReader(bytes)
+        guard let flags = reader.byte(), let sourceCode = reader.byte(), Int(sourceCode) < PlacePack.sourceCodes.count,
+            let id = reader.span(), let name = reader.span()
+        else { return nil }
+        self.id = id
+        self.name = name
+        self.sourceCode = Int(sourceCode)
+        if flags & PlacePack.RecordFlag.address != 0 {
+            guard let address = reader.span() else { return nil }
+            self.address = address
+        }
+        if flags & PlacePack.RecordFlag.names != 0 {
+            guard let names = reader.span() else { return nil }
+            self.names = names
+        }
+        if flags & PlacePack.RecordFlag.area != 0 {
+            guard let area = reader.double() else { return nil }
+            self.area = area
+        }
+        if flags & PlacePack.RecordFlag.bounds != 0 {
+            guard let minLatitude = reader.double(), let minLongitude = reader.double(),
+                let maxLatitude = reader.double(), let maxLongitude = reader.double()
+            else { return nil }
+            bounds = BoundingBox(
+                minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude,
+                maxLongitude: maxLongitude)
+        }
+        if flags & PlacePack.RecordFlag.outline != 0 {
+            guard let count = reader.varint(), count <= (bytes.count - reader.position) / 16 else { return nil }
+            if count > 0 {
+                outline = UnsafeRawBufferPointer(rebasing: bytes[reader.position..<reader.position + 16 * count])
+            }
+        }
     }
 }

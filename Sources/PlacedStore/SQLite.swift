@@ -276,6 +276,25 @@ public final class Statement {
         if let failure { throw failure }
     }
 
+    /// UTF-8 text bound without a copy (SQLITE_STATIC): the bytes must stay valid and unchanged until the
+    /// statement has been stepped and the parameter bound again. Empty is "", not NULL, as `bind(String)`.
+    func bind(borrowedText bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            return try check(sqlite3_bind_text(handle, index, "", 0, placed_sqlite_transient()), "bind")
+        }
+        let result = sqlite3_bind_text(
+            handle, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
+        try check(result, "bind")
+    }
+
+    /// A blob bound without a copy, as `bind(borrowedText:at:)`; empty is an empty blob, as `bind(blob:at:)`.
+    func bind(borrowedBlob bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            return try check(sqlite3_bind_zeroblob(handle, index, 0), "bind")
+        }
+        try check(sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), nil), "bind")
+    }
+
     public func bindNull(at index: Int32) throws(SQLiteError) {
         try check(sqlite3_bind_null(handle, index), "bind")
     }

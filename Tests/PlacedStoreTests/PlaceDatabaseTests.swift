@@ -156,6 +156,111 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
         #expect(Set((0..<count).map { try! set.place(at: $0).id }) == Set(places.map(\.id)))
     }
 
+    /// Places with every optional column set and unset, empty and non-ASCII texts, localized names.
+    private static func variedPlaces(_ count: Int, seed: UInt64) -> [Place] {
+        var random = SplitMix64(seed: seed)
+        return (0..<count).map { i in
+            let latitude = 60.17 + random.gaussian() * 0.02
+            let longitude = 24.94 + random.gaussian() * 0.04
+            var place = Place(
+                id: "osm:way/\(100_000 + i)", name: i % 7 == 0 ? "" : "Paikka \(i) ä",
+                kind: i % 2 == 0 ? "amenity=cafe" : "",
+                address: i % 3 == 0 ? "Katu \(i)" : i % 3 == 1 ? nil : "",
+                coordinate: Coordinate(latitude: latitude, longitude: longitude),
+                addressSource: AddressSource.allCases[i % AddressSource.allCases.count])
+            if i % 4 == 0 {
+                place.localizedNames = ["sv": "Plats \(i)", "fi": i % 8 == 0 ? "" : "Paikka"]
+            }
+            if i % 5 == 0 {
+                let ring = (0..<(3 + i % 6)).map { k in
+                    Coordinate(latitude: latitude + Double(k) * 1e-4, longitude: longitude - Double(k % 2) * 1e-4)
+                }
+                place.outline = ring + [ring[0]]
+                place.bounds = BoundingBox(enclosing: ring)
+                place.area = Double(i) + 0.5
+            } else if i % 5 == 1 {
+                place.bounds = BoundingBox(
+                    minLatitude: latitude, minLongitude: longitude, maxLatitude: latitude + 1e-3,
+                    maxLongitude: longitude + 1e-3)
+            }
+            return place
+        }
+    }
+
+    /// Every column of every row is what its place holds (the rows are bound from the spilled records'
+    /// bytes, not from decoded places): NULL where the place has nothing, '' where it has empty text.
+    @Test func everyColumnOfEveryRowHoldsItsPlace() throws {
+        let directory = TemporaryDirectory()
+        let places = Self.variedPlaces(2 * RowInserter.batchSize + 5, seed: 9) + [cafe, station, kiosk]
+        let path = directory.file("places.db")
+        try PlaceDatabase.replace(at: path, with: places)
+        let byID = Dictionary(uniqueKeysWithValues: places.map { ($0.id, $0) })
+        let database = try Database(path: path)
+        let rows = try database.prepare(
+            """
+            SELECT id, name, kind, address, typeof(address), latitude, longitude, area, min_lat, min_lon, max_lat,
+                max_lon, typeof(min_lat), hex(outline), typeof(outline), address_source, names, typeof(names),
+                typeof(id) || typeof(name) || typeof(kind) || typeof(address_source)
+            FROM places ORDER BY rowid
+            """)
+        var count = 0
+        while try rows.step() {
+            let place = try #require(byID[rows.text(at: 0) ?? ""])
+            #expect(rows.text(at: 1) == place.name)
+            #expect(rows.text(at: 2) == place.kind)
+            #expect(rows.text(at: 3) == place.address)
+            #expect(rows.text(at: 4) == (place.address == nil ? "null" : "text"))
+            #expect(rows.double(at: 5) == place.coordinate.latitude)
+            #expect(rows.double(at: 6) == place.coordinate.longitude)
+            #expect(rows.double(at: 7) == place.area)
+            if let bounds = place.bounds {
+                #expect(rows.double(at: 8) == bounds.minLatitude)
+                #expect(rows.double(at: 9) == bounds.minLongitude)
+                #expect(rows.double(at: 10) == bounds.maxLatitude)
+                #expect(rows.double(at: 11) == bounds.maxLongitude)
+            }
+            #expect(rows.text(at: 12) == (place.bounds == nil ? "null" : "real"))
+            let outline = place.outline ?? []
+            #expect(rows.text(at: 13) == OutlineCoding.encode(outline).map { String(format: "%02X", $0) }.joined())
+            #expect(rows.text(at: 14) == (outline.isEmpty ? "null" : "blob"))
+            #expect(rows.text(at: 15) == place.addressSource.rawValue)
+            #expect(rows.text(at: 16) == LocalizedNamesCoding.encode(place.localizedNames))
+            #expect(rows.text(at: 17) == (place.localizedNames.isEmpty ? "null" : "text"))
+            #expect(rows.text(at: 18) == "texttexttexttext")
+            count += 1
+        }
+        #expect(count == places.count)
+    }
+
+    @Test func eachAddressSourceHasItsCode() {
+        for (code, source) in PlacePack.sourceCodes.enumerated() { #expect(PlacePack.sourceCode(of: source) == code) }
+        #expect(Set(PlacePack.sourceCodes) == Set(AddressSource.allCases))
+    }
+
+    /// A record's columns read in place are the fields `RecordEncoder` wrote; a cut record reads as none.
+    @Test func aRecordsColumnsAreReadInPlace() throws {
+        for place in Self.variedPlaces(40, seed: 3) + [cafe, station, kiosk] {
+            var encoder = RecordEncoder()
+            encoder.encode(place)
+            try encoder.bytes.withUnsafeBytes { raw in
+                let columns = try #require(RecordColumns(raw))
+                #expect(String(decoding: columns.id, as: UTF8.self) == place.id)
+                #expect(String(decoding: columns.name, as: UTF8.self) == place.name)
+                #expect(columns.address.map { String(decoding: $0, as: UTF8.self) } == place.address)
+                #expect(
+                    columns.names.map { String(decoding: $0, as: UTF8.self) }
+                        == LocalizedNamesCoding.encode(place.localizedNames))
+                #expect(columns.area == place.area)
+                #expect(columns.bounds == place.bounds)
+                #expect(columns.outline.map(Array.init) ?? [] == OutlineCoding.encode(place.outline ?? []))
+                #expect(PlacePack.sourceCodes[columns.sourceCode] == place.addressSource)
+                for cut in [1, 3, raw.count / 2] where cut < raw.count && place.outline != nil {
+                    #expect(RecordColumns(UnsafeRawBufferPointer(rebasing: raw[..<cut])) == nil)
+                }
+            }
+        }
+    }
+
     /// A file of the schema before this one (4: pack version 1, indexes without node blocks) is refused by
     /// name; `PlaceFileUpgrade` rewrites it in this schema with the very pack an import writes, so the
     /// same places and answers.
