@@ -92,7 +92,7 @@ struct AddressBook {
         _ streetGrid: SpatialGrid, _ found: inout [Int]
     ) -> (address: String?, source: AddressSource) {
         let projection = LocalProjection(origin: at)
-        buildingGrid.candidates(within: 0, of: at, into: &found)
+        buildingGrid.candidates(within: 0, around: projection, into: &found)
         var containing: Int?
         for number in found
         where buildings[number].bounds.contains(at) && Self.contains(buildings[number].polygons, at) {
@@ -106,9 +106,9 @@ struct AddressBook {
                 nearest = (distance, address)
             }
         }
-        pointGrid.candidates(within: Self.nearbyRadius, of: at, into: &found)
+        pointGrid.candidates(within: Self.nearbyRadius, around: projection, into: &found)
         for number in found { consider(projection.distance(to: points[number].coordinate), points[number].address) }
-        outlineGrid.candidates(within: Self.nearbyRadius, of: at, into: &found)
+        outlineGrid.candidates(within: Self.nearbyRadius, around: projection, into: &found)
         for number in found {
             let segment = outlineSegments[number]
             consider(Self.distance(from: projection, to: segment), buildings[Int(segment.owner)].address)
@@ -126,7 +126,7 @@ struct AddressBook {
     private func nearestStreet(to projection: LocalProjection, grid: SpatialGrid, scratch found: inout [Int]) -> Int? {
         var radius = 25.0
         while true {
-            grid.candidates(within: radius, of: projection.origin, into: &found)
+            grid.candidates(within: radius, around: projection, into: &found)
             var best: (distance: Double, segment: Int)?
             for number in found {
                 let distance = Self.distance(from: projection, to: streetSegments[number])
@@ -205,8 +205,13 @@ struct SpatialGrid {
 
     /// The items whose cells come within about `radius` metres of `center`, each once, in order.
     func candidates(within radius: Double, of center: Coordinate, into found: inout [Int]) {
+        candidates(within: radius, around: LocalProjection(origin: center), into: &found)
+    }
+
+    /// The same around `projection`'s origin: a place's searches share its projection (its sines and
+    /// cosines made once).
+    func candidates(within radius: Double, around projection: LocalProjection, into found: inout [Int]) {
         found.removeAll(keepingCapacity: true)
-        let projection = LocalProjection(origin: center)
         let low = projection.coordinate(east: -radius, north: -radius)
         let high = projection.coordinate(east: radius, north: radius)
         let box = BoundingBox(

@@ -103,50 +103,54 @@ extension PlaceDatabase {
     /// `placeColumns`, the values a `Place` decoded from the record would bind.
     static func bind(
         _ row: RecordColumns, kind: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer, coordinate: Coordinate,
-        rowid: Int, to insert: Statement, after offset: Int32
+        to insert: Statement, after offset: Int32
     ) throws(SQLiteError) {
-        try insert.bind(Int64(rowid), at: offset + 1)
-        try insert.bind(borrowedText: row.id, at: offset + 2)
-        try insert.bind(borrowedText: row.name, at: offset + 3)
-        try insert.bind(borrowedText: kind, at: offset + 4)
+        try insert.bind(borrowedText: row.id, at: offset + 1)
+        try insert.bind(borrowedText: row.name, at: offset + 2)
+        try insert.bind(borrowedText: kind, at: offset + 3)
         if let address = row.address {
-            try insert.bind(borrowedText: address, at: offset + 5)
+            try insert.bind(borrowedText: address, at: offset + 4)
         } else {
-            try insert.bindNull(at: offset + 5)
+            try insert.bindNull(at: offset + 4)
         }
-        try insert.bind(coordinate.latitude, at: offset + 6)
-        try insert.bind(coordinate.longitude, at: offset + 7)
-        try insert.bind(row.area, at: offset + 8)
+        try insert.bind(coordinate.latitude, at: offset + 5)
+        try insert.bind(coordinate.longitude, at: offset + 6)
+        try insert.bind(row.area, at: offset + 7)
         if let bounds = row.bounds {
-            try insert.bind(bounds.minLatitude, at: offset + 9)
-            try insert.bind(bounds.minLongitude, at: offset + 10)
-            try insert.bind(bounds.maxLatitude, at: offset + 11)
-            try insert.bind(bounds.maxLongitude, at: offset + 12)
+            try insert.bind(bounds.minLatitude, at: offset + 8)
+            try insert.bind(bounds.minLongitude, at: offset + 9)
+            try insert.bind(bounds.maxLatitude, at: offset + 10)
+            try insert.bind(bounds.maxLongitude, at: offset + 11)
         } else {
-            for column in 9...12 { try insert.bindNull(at: offset + Int32(column)) }
+            for column in 8...11 { try insert.bindNull(at: offset + Int32(column)) }
         }
         if let outline = row.outline {
-            try insert.bind(borrowedBlob: outline, at: offset + 13)
+            try insert.bind(borrowedBlob: outline, at: offset + 12)
         } else {
-            try insert.bindNull(at: offset + 13)
+            try insert.bindNull(at: offset + 12)
         }
-        try insert.bind(borrowedText: source, at: offset + 14)
+        try insert.bind(borrowedText: source, at: offset + 13)
         if let names = row.names {
-            try insert.bind(borrowedText: names, at: offset + 15)
+            try insert.bind(borrowedText: names, at: offset + 14)
         } else {
-            try insert.bindNull(at: offset + 15)
+            try insert.bindNull(at: offset + 14)
         }
     }
 
-    /// The places table's columns in the order `bind` binds them.
+    /// The places table's columns in the order `bind` binds them. Not the rowid: SQLite numbers the rows
+    /// 1, 2, … in the order they come into the empty table (the place's number + 1), each appended after
+    /// the last row without a search for it, as an explicit rowid would need.
     static let placeColumns = """
-        rowid, id, name, kind, address, latitude, longitude, area, min_lat, min_lon, max_lat, max_lon, outline,
+        id, name, kind, address, latitude, longitude, area, min_lat, min_lon, max_lat, max_lon, outline,
         address_source, names
         """
 
-    /// An INSERT of `rows` places' rows at once (`bind` each after 15 × its index).
+    /// Parameters a row takes.
+    static let parametersARow: Int32 = 14
+
+    /// An INSERT of `rows` places' rows at once (`bind` each after `parametersARow` × its index).
     static func insertSQL(rows: Int) -> String {
-        let row = "(" + Array(repeating: "?", count: 15).joined(separator: ", ") + ")"
+        let row = "(" + Array(repeating: "?", count: Int(parametersARow)).joined(separator: ", ") + ")"
         let values = Array(repeating: row, count: rows).joined(separator: ", ")
         return "INSERT INTO places(\(placeColumns)) VALUES \(values)"
     }

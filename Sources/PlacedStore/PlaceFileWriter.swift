@@ -237,22 +237,28 @@ public final class PlaceFileWriter: PlaceSink {
                     FileWriter(descriptor: file.descriptor, path: file.name, offset: 0, buffer: 1 << 18))
             }
             let reader = SpillReader(file: spill, size: spillBytes)
+            // The prefix copied aside (the reader's next read may move its buffer); a record unchanged goes
+            // from the reader's buffer, not through an array of its own.
+            var head = [UInt8](repeating: 0, count: Self.spillPrefix)
             for number in 0..<n {
                 let prefix = try reader.read(Self.spillPrefix)
                 let length = Int(UInt32(littleEndian: prefix.loadUnaligned(as: UInt32.self)))
-                var head = Array(prefix)
-                var record = Array(try reader.read(length))
-                if lacksAddress(number), let patchReader {
-                    record = try Self.patched(record, with: patchReader, path: temporaryPath)
-                    head.withUnsafeMutableBytes {
-                        $0.storeBytes(of: UInt32(record.count).littleEndian, as: UInt32.self)
-                    }
-                }
+                head.withUnsafeMutableBytes { $0.copyMemory(from: prefix) }
+                let record = try reader.read(length)
                 let position = Int(positions[number])
                 let bucket = position / perBucket
                 try bucketWriters[bucket].append(UInt32(position))
-                try bucketWriters[bucket].append(head)
-                try bucketWriters[bucket].append(record)
+                if lacksAddress(number), let patchReader {
+                    let patched = try Self.patched(Array(record), with: patchReader, path: temporaryPath)
+                    head.withUnsafeMutableBytes {
+                        $0.storeBytes(of: UInt32(patched.count).littleEndian, as: UInt32.self)
+                    }
+                    try bucketWriters[bucket].append(head)
+                    try bucketWriters[bucket].append(patched)
+                } else {
+                    try bucketWriters[bucket].append(head)
+                    try bucketWriters[bucket].append(record)
+                }
             }
             for i in bucketWriters.indices { try bucketWriters[i].flush() }
         } catch {
@@ -274,7 +280,7 @@ public final class PlaceFileWriter: PlaceSink {
             let insert = try database.prepare(PlaceDatabase.insertSQL(rows: 1))
             let insertMany = try database.prepare(PlaceDatabase.insertSQL(rows: RowInserter.rowsAStatement))
             // The rows go in on a thread of their own while this one reads the buckets and writes the pack.
-            rows = RowInserter(insert: insert, insertMany: insertMany, firstRowID: 1, kinds: kinds)
+            rows = RowInserter(insert: insert, insertMany: insertMany, kinds: kinds)
             for (number, bucket) in buckets.enumerated() {
                 let first = number * perBucket
                 let size = bucketWriters[number].offset
@@ -532,7 +538,7 @@ struct PackColumnsWriter {
             throw .invalidPlace(id: "", reason: "the places' records pass 16 GB")
         }
         try starts.append(UInt32(start / 4))
-        try records.append(Array(record))
+        try records.append(record)
     }
 
     /// After the last record: the end of the record table, the kinds.
@@ -754,14 +760,14 @@ final class RowInserter {
     private let texts: FixedTexts
     private var bytes: [UInt8] = []
     private var rows: [Row] = []
-    private var nextRowID: Int
+    /// The next row's place number (its rowid less 1).
+    private var nextNumber = 0
     /// The first failure on the worker (set there, read after `wait`).
     private let failure = FailureBox()
 
-    init(insert: Statement, insertMany: Statement, firstRowID: Int, kinds: [String]) {
+    init(insert: Statement, insertMany: Statement, kinds: [String]) {
         self.insert = insert
         self.insertMany = insertMany
-        nextRowID = firstRowID
         texts = FixedTexts(kinds: kinds)
         rows.reserveCapacity(Self.batchSize)
     }
@@ -786,8 +792,8 @@ final class RowInserter {
         guard !rows.isEmpty else { return }
         let rows = rows
         let bytes = bytes
-        let first = nextRowID
-        nextRowID += rows.count
+        let first = nextNumber
+        nextNumber += rows.count
         self.rows.removeAll(keepingCapacity: true)
         self.bytes.removeAll(keepingCapacity: true)
         let insert = insert
@@ -802,18 +808,20 @@ final class RowInserter {
                     let record = UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + row.length])
                     guard let columns = RecordColumns(record), row.kind < texts.kinds.count else {
                         throw SQLiteError(
-                            code: SQLITE_CORRUPT, message: "spilled place \(first + offset - 1) does not decode",
+                            code: SQLITE_CORRUPT, message: "spilled place \(first + offset) does not decode",
                             operation: "decode")
                     }
                     try PlaceDatabase.bind(
                         columns, kind: texts.kinds[row.kind], source: texts.sources[columns.sourceCode],
-                        coordinate: row.coordinate, rowid: first + offset, to: statement, after: parameter)
+                        coordinate: row.coordinate, to: statement, after: parameter)
                 }
                 do throws(SQLiteError) {
                     let many = Self.rowsAStatement
                     var start = 0
                     while rows.count - start >= many {
-                        for row in 0..<many { try bind(start + row, to: insertMany, after: Int32(15 * row)) }
+                        for row in 0..<many {
+                            try bind(start + row, to: insertMany, after: PlaceDatabase.parametersARow * Int32(row))
+                        }
                         try insertMany.step()
                         insertMany.reset()
                         start += many

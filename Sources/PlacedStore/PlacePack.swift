@@ -152,6 +152,12 @@ struct FileWriter {
         if buffer.count >= capacity { try flush() }
     }
 
+    mutating func append(_ bytes: UnsafeRawBufferPointer) throws(PlaceDatabaseError) {
+        buffer.append(contentsOf: bytes)
+        offset += bytes.count
+        if buffer.count >= capacity { try flush() }
+    }
+
     mutating func append<T: FixedWidthInteger>(_ value: T) throws(PlaceDatabaseError) {
         withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
         offset += MemoryLayout<T>.size
