@@ -122,6 +122,13 @@ public enum UnixSocket {
         try checkPOSIX(fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(O_NONBLOCK)")
     }
 
+    /// Reads and writes on `fd` wait (a thread blocked in `recv` on one connection); calls that say
+    /// MSG_DONTWAIT still do not.
+    public static func setBlocking(_ fd: Int32) throws(SystemError) {
+        let flags = try checkPOSIX(fcntl(fd, F_GETFL), "fcntl(F_GETFL)")
+        try checkPOSIX(fcntl(fd, F_SETFL, flags & ~O_NONBLOCK), "fcntl(~O_NONBLOCK)")
+    }
+
     /// What a non-blocking read or write on a connected socket came to.
     public enum Transfer: Equatable, Sendable {
         /// This many bytes (more than 0).
