@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "PlacedThreadsTests", dependencies: ["PlacedThreads"]),
         .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM", "PlacedTestSupport"]),
         .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore", "PlacedTestSupport"]),
-        .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedThreads", "PlacedTestSupport"]),
         .testTarget(
             name: "PlacedVarlinkTests",
             dependencies: ["PlacedVarlink", "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),
