@@ -14,7 +14,9 @@ import PlacedThreads
 /// handler, with the loop's lock held (so it runs alone with the daemon's state, as a callback would);
 /// anything else it leaves for the loop, where the connection goes back with the bytes not yet taken:
 /// another method, a `more` or `oneway` call, a message too large or malformed, end of input, an error,
-/// a reply the socket does not take whole. The loop then goes on exactly as if it had read them itself.
+/// a reply the socket does not take whole (a client that stops reading: the loop's queue bound then
+/// drops it), two seconds without a call (`idleTimeout`). The loop then goes on exactly as if it had
+/// read them itself.
 ///
 /// Every property is read and written with the loop's lock held; that lock orders the threads' accesses,
 /// which is why the class may be `@unchecked Sendable`. The connections it passes between threads are
@@ -29,6 +31,9 @@ final class RequestThreads: @unchecked Sendable {
     }
 
     static let stackSize = 256 * 1024
+    /// A connection whose client sends nothing for this long (microseconds) goes back to the loop, and
+    /// its thread to the next client.
+    static let idleTimeout: UInt64 = 2_000_000
     let limit: Int
     private let lock: ThreadLock
     private var waker: LoopWaker?

@@ -263,8 +263,10 @@ final class VarlinkConnection {
             let threads = server.requestThreads, threads.canTakeConnection
         else { return false }
         if !isBlocking {
-            // One fcntl for the connection's life: the loop's own reads and writes say MSG_DONTWAIT.
-            guard (try? UnixSocket.setBlocking(fd)) != nil else { return false }
+            // Once for the connection's life: the loop's own reads and writes say MSG_DONTWAIT.
+            guard (try? UnixSocket.setBlocking(fd, readTimeout: RequestThreads.idleTimeout)) != nil else {
+                return false
+            }
             isBlocking = true
         }
         do { try source?.setEnabled(false) } catch {
@@ -315,7 +317,9 @@ final class VarlinkConnection {
             if stopping() { return .resume }
             guard count > 0 else {
                 if count < 0 && failure == EINTR { continue }
-                return .resume  // end of input or an error: the loop reads it again and goes on as it does
+                // End of input or an error: the loop reads it again and goes on as it does. A client quiet
+                // for `idleTimeout` (EAGAIN) goes back too, so that idle clients do not keep the threads.
+                return .resume
             }
             framer.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
         }

@@ -315,3 +315,16 @@ def test_an_idle_daemon_starts_no_thread_and_a_watch_stays_on_the_loop(start_pla
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as plain:
         plain.connect(str(placed.socket))
     assert threads(placed) == 1
+
+
+def test_a_quiet_client_gives_its_thread_back_and_is_still_served(start_placed):
+    placed = start_placed()
+    with placed.raw() as raw:
+        expected = rank_bytes(raw, *POSITIONS[0])
+        assert rank_bytes(raw, *POSITIONS[0]) == expected
+        assert blocked_in_recv(placed, 1) == 1
+        time.sleep(2.5)  # RequestThreads.idleTimeout: 2 s
+        assert blocked_in_recv(placed, 0, timeout=2) == 0, "back on the loop"
+        assert rank_bytes(raw, *POSITIONS[0]) == expected
+        assert rank_bytes(raw, *POSITIONS[0]) == expected
+        assert blocked_in_recv(placed, 1) == 1, "and on a thread again after its next Rank"
