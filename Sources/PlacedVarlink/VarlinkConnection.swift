@@ -292,7 +292,7 @@ final class VarlinkConnection {
         defer { dispatching = false }
         while true {
             // One call at a time, each reply sent before the next is read: the queue holds one reply.
-            while true {
+            while !stopping() {
                 let bytes: ArraySlice<UInt8>
                 do {
                     guard let next = try framer.peekMessage() else { break }
