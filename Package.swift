@@ -59,7 +59,9 @@ let package = Package(
         // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.
         .target(
             name: "PlacedFleet",
-            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "CMosquitto", "CSystemd"],
+            dependencies: [
+                "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "PlacedThreads", "CMosquitto", "CSystemd",
+            ],
             swiftSettings: lean),
         // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal, fleet).
         .target(
