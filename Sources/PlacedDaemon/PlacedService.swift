@@ -1,5 +1,6 @@
 import PlacedCore
 import PlacedGPS
+import PlacedStore
 import PlacedSystem
 
 #if canImport(Glibc)
@@ -33,6 +34,7 @@ public final class PlacedService {
         self.loader = loader
         self.configuration = configuration
         Log.minimumPriority = configuration.logLevel
+        PlaceFileReadahead.start(path: configuration.databasePath)
         loop = try EventLoop()
         daemon = try Daemon(configuration: configuration, loop: loop)
     }
