@@ -41,11 +41,6 @@ final class MappedFile {
         // Queries touch a few pages here and there: no readahead, so the page cache (and RSS) holds what
         // was touched rather than the 128 kB around each touch.
         _ = madvise(base, size, MADV_RANDOM)
-        // What opening and a first ranking read anyway, asked for now: the disk works on it while start-up
-        // goes on, instead of one fault at a time (`PlaceFileReadahead`; page cache, not RSS).
-        for range in PlaceFileReadahead.ranges(fileSize: size, pageSize: Int(sysconf(Int32(_SC_PAGESIZE)))) {
-            _ = madvise(base + range.lowerBound, range.count, MADV_WILLNEED)
-        }
         guard let slot = MappingGuard.register(UnsafeRawPointer(base), size) else {
             munmap(base, size)
             throw MappingFailure(operation: "register mapping", errno: EMFILE)
@@ -69,6 +64,15 @@ final class MappedFile {
     func releaseResidentPages() {
         guard let base = bytes.baseAddress else { return }
         _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, MADV_DONTNEED)
+    }
+
+    /// Asks the kernel to read `ranges` (page-aligned offsets into the file) into the page cache now, in
+    /// the background: parts the caller is about to touch (`PlaceFileReadahead`). RSS does not grow.
+    func advise(_ ranges: [Range<Int>]) {
+        guard let base = bytes.baseAddress else { return }
+        for range in ranges where range.lowerBound >= 0 && range.upperBound <= bytes.count {
+            _ = madvise(UnsafeMutableRawPointer(mutating: base + range.lowerBound), range.count, MADV_WILLNEED)
+        }
     }
 
     /// Readahead back for a reader that goes through the whole file (`PlaceFileUpgrade`), not a query's.

@@ -35,40 +35,58 @@ private func waitForPages(_ path: String, _ done: ([Bool]) -> Bool) throws -> [B
     return pages
 }
 
+/// A trailer naming a pack at `start` of `length` bytes (PlacePack's layout).
+private func trailer(start: Int, length: Int) -> [UInt8] {
+    var bytes = PlacePack.trailerMagic
+    withUnsafeBytes(of: UInt64(start).littleEndian) { bytes += $0 }
+    withUnsafeBytes(of: UInt64(length).littleEndian) { bytes += $0 }
+    return bytes + [UInt8](repeating: 7, count: 8)
+}
+
+private func bytesIn(_ ranges: [Range<Int>]) -> Int { ranges.reduce(0) { $0 + $1.count } }
+
+/// Page-aligned, in pieces of at most `chunkBytes`, in file order without overlap.
+private func wellFormed(_ ranges: [Range<Int>], pageSize: Int = 4096) -> Bool {
+    ranges.allSatisfy { $0.lowerBound % pageSize == 0 && !$0.isEmpty && $0.count <= PlaceFileReadahead.chunkBytes }
+        && zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }
+}
+
 @Suite struct PlaceFileReadaheadTests {
-    @Test func aSmallFileIsAskedForWholeInBoundedPageAlignedPieces() {
-        let size = 989_528  // the Helsinki extract's places file
-        let ranges = PlaceFileReadahead.ranges(fileSize: size, pageSize: 4096)
-        #expect(ranges.first?.lowerBound == 0)
-        #expect(ranges.last?.upperBound == size)
-        #expect(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
-        #expect(ranges.allSatisfy { $0.lowerBound % 4096 == 0 && $0.count <= PlaceFileReadahead.chunkBytes })
-        #expect(ranges.count == (size + PlaceFileReadahead.chunkBytes - 1) / PlaceFileReadahead.chunkBytes)
-        #expect(
-            PlaceFileReadahead.ranges(fileSize: PlaceFileReadahead.wholeFileLimit).reduce(0) { $0 + $1.count }
-                == PlaceFileReadahead.wholeFileLimit)
+    @Test func openingAsksForTheHeadAndTheTrailersPageWhateverTheSize() {
+        for size in [989_528, 8_958_256_992] {  // Helsinki's places file, city-30M's
+            let ranges = PlaceFileReadahead.opening(fileSize: size, pageSize: 4096)
+            #expect(ranges.first == 0..<PlaceFileReadahead.headBytes)
+            #expect(ranges.last == (size - PlacePack.trailerSize) / 4096 * 4096..<size)
+            #expect(bytesIn(ranges) <= PlaceFileReadahead.headBytes + 4096)
+            #expect(wellFormed(ranges))
+        }
+        #expect(PlaceFileReadahead.opening(fileSize: 10_000) == [0..<10_000])
+        #expect(PlaceFileReadahead.opening(fileSize: 0).isEmpty)
+        #expect(wellFormed(PlaceFileReadahead.opening(fileSize: 1 << 20, pageSize: 16384), pageSize: 16384))
     }
 
-    @Test func aLargeFileIsAskedForOnlyItsHeadAndTrailer() {
-        let size = 8_958_256_992  // city-30M: a continent's file must not be read whole at every start
-        let ranges = PlaceFileReadahead.ranges(fileSize: size, pageSize: 4096)
-        let total = ranges.reduce(0) { $0 + $1.count }
-        #expect(total <= PlaceFileReadahead.headBytes + PlaceFileReadahead.tailBytes + 4096)
-        #expect(ranges.first == 0..<PlaceFileReadahead.headBytes)
-        #expect(ranges.last?.upperBound == size)
-        #expect(ranges.contains { $0.contains(size - PlacePack.trailerSize) })
-        #expect(ranges.allSatisfy { $0.lowerBound % 4096 == 0 && $0.count <= PlaceFileReadahead.chunkBytes })
-        #expect(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound })
-        // Just past the limit the plan switches to head and tail, and a 16 kB page size still aligns.
-        let past = PlaceFileReadahead.ranges(fileSize: PlaceFileReadahead.wholeFileLimit + 1, pageSize: 16384)
-        #expect(past.reduce(0) { $0 + $1.count } < PlaceFileReadahead.wholeFileLimit / 2)
-        #expect(past.allSatisfy { $0.lowerBound % 16384 == 0 })
-        #expect(PlaceFileReadahead.ranges(fileSize: 0).isEmpty)
+    @Test func aSmallPackIsAskedForWholeALargeOneOnlyItsHeader() {
+        // Helsinki: the pack is the file's last 227,672 bytes, after a SQLite part with the map layer.
+        let small = trailer(start: 761_856, length: 989_528 - 32 - 761_856)
+        let whole = small.withUnsafeBytes { PlaceFileReadahead.pack(fileSize: 989_528, trailer: $0) }
+        #expect(whole.first?.lowerBound == 761_856 && whole.last?.upperBound == 989_528)
+        #expect(bytesIn(whole) == 989_528 - 761_856)
+        #expect(wellFormed(whole))
+        // city-30M: a 3.8 GB pack must not be read at every start.
+        let large = trailer(start: 5_130_633_216, length: 8_958_256_992 - 32 - 5_130_633_216)
+        let header = large.withUnsafeBytes { PlaceFileReadahead.pack(fileSize: 8_958_256_992, trailer: $0) }
+        #expect(header == [5_130_633_216..<5_130_633_216 + PlacePack.headerSize])
+        // Not a pack's trailer, or one pointing outside the file: nothing.
+        for bad in [
+            [UInt8](repeating: 0, count: 32), trailer(start: 8192, length: 1 << 30), trailer(start: 100, length: 5000),
+        ] {
+            #expect(bad.withUnsafeBytes { PlaceFileReadahead.pack(fileSize: 1 << 20, trailer: $0) }.isEmpty)
+        }
     }
 
-    /// An import leaves its file out of the page cache; opening it asks for all of a small file at once,
-    /// map layer included, which opening itself never touches.
-    @Test func openingAnEvictedSmallFileReadsItWhole() throws {
+    /// An import leaves its file out of the page cache; opening it asks for the head and the whole pack
+    /// at once, not for the map layer between them, which opening and ranking never touch.
+    @Test func openingAnEvictedSmallFileReadsItsHeadAndPackNotItsMapLayer() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")
         let places = (0..<2000).map { (i: Int) -> Place in
@@ -81,35 +99,52 @@ private func waitForPages(_ path: String, _ done: ([Bool]) -> Bool) throws -> [B
         }
         try PlaceDatabase.replace(at: path, with: places)
         let before = try cachedPages(path)
-        try #require(before.count * 4096 <= PlaceFileReadahead.wholeFileLimit, "the test file must be small")
         try #require(
             before.filter { $0 }.count < before.count / 2,
             "the import leaves its file evicted (not on tmpfs, whose pages never leave)")
-
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let database = try PlaceDatabase.open(path: path)
-        let after = try waitForPages(path) { $0.allSatisfy { $0 } }
-        #expect(after.allSatisfy { $0 }, "cached after opening: \(after.filter { $0 }.count) of \(after.count)")
+        let pack = try #require(database.pack.bytes.baseAddress) - (try #require(database.file.bytes.baseAddress))
+        try #require(database.pack.bytes.count <= PlaceFileReadahead.wholePackLimit, "the test's pack must be small")
+        let packPages = (pack / page)..<before.count
+        let headPages = 0..<(PlaceFileReadahead.headBytes / page)
+        let after = try waitForPages(path) { pages in packPages.allSatisfy { pages[$0] } }
+        #expect(
+            packPages.allSatisfy { after[$0] },
+            "the pack: \(packPages.filter { after[$0] }.count) of \(packPages.count)")
+        #expect(headPages.allSatisfy { after[$0] }, "the head")
+        #expect(!(headPages.upperBound..<packPages.lowerBound).isEmpty)
+        let between = (headPages.upperBound..<packPages.lowerBound).filter { after[$0] }.count
+        #expect(between < (packPages.lowerBound - headPages.upperBound) / 2, "\(between) pages of the SQLite part read")
         #expect(database.placeCount == places.count)
     }
 
-    /// A large file (sparse here: its holes read as zero pages) gets its head and trailer, not the rest.
-    @Test func startingOnALargeFileReadsOnlyItsHeadAndTail() throws {
+    /// A large file (sparse here: its holes read as zero pages) gets its head, its trailer's page and its
+    /// pack's header page, and nothing else.
+    @Test func startingOnALargeFileReadsOnlyItsHeadTrailerAndPackHeader() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("large.db")
         let size = 64 << 20
+        let packStart = 16 << 20
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         try #require(descriptor >= 0)
         try #require(ftruncate(descriptor, off_t(size)) == 0)
+        let tail = trailer(start: packStart, length: size - PlacePack.trailerSize - packStart)
+        try #require(pwrite(descriptor, tail, tail.count, off_t(size - tail.count)) == tail.count)
+        try #require(fdatasync(descriptor) == 0)
+        _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED)
         close(descriptor)
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let head = PlaceFileReadahead.headBytes / page
-        try #require(try cachedPages(path).filter { $0 }.isEmpty, "a new sparse file has no cached pages")
+        let expected = Set(
+            Array(0..<(PlaceFileReadahead.headBytes / page)) + [size / page - 1]
+                + Array((packStart / page)..<((packStart + PlacePack.headerSize) / page)))
+        try #require(try cachedPages(path).filter { $0 }.isEmpty, "the file starts out of the page cache")
 
         PlaceFileReadahead.start(path: path)
-        let pages = try waitForPages(path) { $0[0..<head].allSatisfy { $0 } && $0.last == true }
-        #expect(pages[0..<head].allSatisfy { $0 }, "the head (on tmpfs readahead does nothing: the test needs a disk)")
-        #expect(pages.last == true, "the trailer's page")
-        let elsewhere = pages[head..<(pages.count - PlaceFileReadahead.tailBytes / page)].filter { $0 }.count
-        #expect(elsewhere == 0, "\(elsewhere) pages read between the head and the tail")
+        let pages = try waitForPages(path) { pages in expected.allSatisfy { pages[$0] } }
+        let cached = Set(pages.indices.filter { pages[$0] })
+        #expect(
+            cached == expected,
+            "cached pages \(cached.sorted()) (on tmpfs readahead does nothing: the test needs a disk)")
     }
 }
