@@ -41,24 +41,27 @@ let package = Package(
         // Seeded randomness and fixtures shared by the tests and the benchmarks; never in a shipped binary.
         .target(name: "PlacedTestSupport", dependencies: ["PlacedSystem"]),
 
-        // A POSIX thread running jobs in order: the import's pipeline stages.
+        // POSIX threads: jobs run in order (the import's pipeline stages), the lock the daemon's threads share.
         .target(name: "PlacedThreads", swiftSettings: lean),
         // OpenStreetMap .osm.pbf decoding and place selection.
         .target(name: "PlacedOSM", dependencies: ["PlacedCore", "PlacedThreads", "CZlib"], swiftSettings: lean),
         // SQLite: the places file (and the catalog ranked from it), selections, counts, last marker.
         .target(name: "PlacedStore", dependencies: ["PlacedCore", "PlacedThreads", "CSQLite"], swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
-        .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
+        .target(name: "PlacedSystem", dependencies: ["CSystemd", "PlacedThreads"], swiftSettings: lean),
         // Wire forms the daemon writes and its clients read: GeoJSON map features.
         .target(name: "PlacedWire", dependencies: ["PlacedCore", "PlacedJSON"], swiftSettings: lean),
         // The varlink protocol: server, connections, calls, and the framing its clients share.
-        .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
+        .target(
+            name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem", "PlacedThreads"], swiftSettings: lean),
         // gpsd client over libgps: a LocationSource.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
         // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.
         .target(
             name: "PlacedFleet",
-            dependencies: ["PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "CMosquitto", "CSystemd"],
+            dependencies: [
+                "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "PlacedThreads", "CMosquitto", "CSystemd",
+            ],
             swiftSettings: lean),
         // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal, fleet).
         .target(
@@ -105,7 +108,7 @@ let package = Package(
         .testTarget(name: "PlacedThreadsTests", dependencies: ["PlacedThreads"]),
         .testTarget(name: "PlacedOSMTests", dependencies: ["PlacedOSM", "PlacedTestSupport"]),
         .testTarget(name: "PlacedStoreTests", dependencies: ["PlacedStore", "PlacedTestSupport"]),
-        .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedTestSupport"]),
+        .testTarget(name: "PlacedSystemTests", dependencies: ["PlacedSystem", "PlacedThreads", "PlacedTestSupport"]),
         .testTarget(
             name: "PlacedVarlinkTests",
             dependencies: ["PlacedVarlink", "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedTestSupport"]),

@@ -1,4 +1,5 @@
 import PlacedSystem
+import PlacedThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -36,11 +37,11 @@ final class HostLookup {
             close(ends[1])
             throw .client("cannot look \(host) up: \(error)")
         }
-        if let failure = job.start() {
+        guard job.start() else {
             io = nil
             close(ends[0])
             close(ends[1])
-            throw .client("cannot look \(host) up: \(failure)")
+            throw .client("cannot look \(host) up: the system gives no thread to run the lookup on")
         }
     }
 
@@ -81,28 +82,12 @@ final class HostLookup {
             self.writeEnd = writeEnd
         }
 
-        /// Starts the thread (detached, holding the job until it is done); nil, or why it could not.
-        func start() -> String? {
-            var attributes = pthread_attr_t()
-            pthread_attr_init(&attributes)
-            defer { pthread_attr_destroy(&attributes) }
-            pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        /// Starts the thread (detached; it holds the job until it is done); false when the system gives none.
+        func start() -> Bool {
             // The resolver and its NSS modules need little stack; 256 kB instead of the 8 MB default.
-            pthread_attr_setstacksize(&attributes, 256 * 1024)
-            let context = Unmanaged.passRetained(self).toOpaque()
-            var thread = pthread_t()
-            let rc = pthread_create(
-                &thread, &attributes,
-                { context in
-                    let job = Unmanaged<Job>.fromOpaque(context!).takeRetainedValue()
-                    job.run()
-                    return nil
-                }, context)
-            guard rc == 0 else {
-                Unmanaged<Job>.fromOpaque(context).release()
-                return "pthread_create: \(String(cString: strerror(rc)))"
-            }
-            return nil
+            guard let thread = startThread(stackSize: 256 * 1024, run) else { return false }
+            pthread_detach(thread)
+            return true
         }
 
         /// On the thread: the blocking lookup, then one byte to wake the loop.

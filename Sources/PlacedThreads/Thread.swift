@@ -4,15 +4,21 @@
 
 /// Starts a POSIX thread that runs `body`; nil when the system gives none, and the caller then does the
 /// work itself. The closure (and what it captures) is held until it returns; the thread is joinable.
-public func startThread(_ body: @escaping () -> Void) -> pthread_t? {
+/// `stackSize`: bytes of stack (nil: the default, 8 MB of address space), for threads whose work is known
+/// to be shallow.
+public func startThread(stackSize: Int? = nil, _ body: @escaping () -> Void) -> pthread_t? {
     final class Body {
         let run: () -> Void
         init(_ run: @escaping () -> Void) { self.run = run }
     }
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    if let stackSize { pthread_attr_setstacksize(&attributes, stackSize) }
     var thread = pthread_t()
     let context = Unmanaged.passRetained(Body(body)).toOpaque()
     let started = pthread_create(
-        &thread, nil,
+        &thread, &attributes,
         { context in
             Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
             return nil
