@@ -11,8 +11,8 @@ import PlacedSystem
 /// started in a fixed order (as systemd's timedated `run()` does) and stopped in reverse.
 ///
 /// 0. the places file's readahead (`PlaceFileReadahead.start`): the disk reads what opening it and the
-///    first ranking touch while the rest is built, instead of one page fault at a time after (a Helsinki
-///    file evicted from the page cache: ~19 reads one after another, now one asked for at once);
+///    first ranking touch while the rest is built, instead of one page fault at a time later (a Helsinki
+///    file evicted from the page cache: 19 reads one after another, now two steps of one or two requests);
 /// 1. the event loop and its signals (SIGTERM/SIGINT stop, SIGHUP reloads);
 /// 2. the core: places, selection log, last marker;
 /// 3. the adapters, each subscribed to the core: the journal first (a selection is logged before
