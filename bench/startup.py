@@ -4,7 +4,9 @@ ranking a client reads (varlink Current with generation 1: candidates read from 
 and its RSS then; on the Helsinki extract and on 1 M synthetic places (a third of them areas), with
 the page cache warm and cold. Each run is a fresh placed with a static location and no D-Bus. "CPU to
 READY" is the time placed ran on a CPU until READY=1 (/proc/PID/schedstat): on a shared machine the
-wall-clock figures include waiting for a core, this one hardly does.
+wall-clock figures include waiting for a core, this one hardly does. "Disk reads" are the page faults
+that had to read the disk (/proc/PID/stat majflt) until the first ranking was read: with the cache
+cold, the places file's pages placed waited for one at a time.
 
 `placed-bench load` times PlaceDatabase open + load alone; this is the whole daemon around it.
 
@@ -49,8 +51,8 @@ def first_ranking(path):
 
 
 def start_once(placed, database, work):
-    """Seconds from spawn to READY=1 and to the first ranking read, VmRSS then in MB, and the seconds
-    placed ran on a CPU until READY=1."""
+    """Seconds from spawn to READY=1 and to the first ranking read, VmRSS then in MB, the seconds
+    placed ran on a CPU until READY=1, and its major page faults (disk reads) until the first ranking."""
     notify_path = work / "notify"
     if notify_path.exists():
         notify_path.unlink()
@@ -77,12 +79,13 @@ def start_once(placed, database, work):
         first_ranking(work / "sock")
         ranked = time.monotonic() - started
         rss = rss_mb(proc.pid)
+        disk_reads = major_faults(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         notify.close()
         log.close()
-    return ready, ranked, rss, cpu
+    return ready, ranked, rss, cpu, disk_reads
 
 
 def on_cpu_seconds(pid):
@@ -90,6 +93,12 @@ def on_cpu_seconds(pid):
     figures, what other processes on the machine do hardly changes it."""
     with open("/proc/%d/schedstat" % pid) as f:
         return int(f.read().split()[0]) / 1e9
+
+
+def major_faults(pid):
+    """Page faults that had to read the disk so far (/proc/PID/stat majflt)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[9])
 
 
 def load_average():
@@ -118,7 +127,8 @@ def main():
                            stdout=subprocess.DEVNULL)
             databases.append(("synthetic 1,000,000", million))
         print("startup: placed from exec to READY=1 and to the first ranking read, median of %d fresh runs" % runs)
-        print("database              cache   ready ms  ranked ms   RSS MB  CPU to READY ms  load         binary")
+        print("database              cache   ready ms  ranked ms   RSS MB  CPU to READY ms  disk reads  load"
+              "         binary")
         for round_number in range(args.rounds):
             for placed in binaries:
                 for label, database in databases:
@@ -134,8 +144,9 @@ def main():
                         ranked = statistics.median(r[1] for r in results) * 1000
                         rss = statistics.median(r[2] for r in results)
                         cpu = statistics.median(r[3] for r in results) * 1000
-                        print("%-21s %-7s %8.1f %10.1f %8.1f  %15.2f  %-12s %s" % (
-                            label, cache, ready, ranked, rss, cpu, load_average(), placed))
+                        reads = statistics.median(r[4] for r in results)
+                        print("%-21s %-7s %8.1f %10.1f %8.1f  %15.2f  %10.0f  %-12s %s" % (
+                            label, cache, ready, ranked, rss, cpu, reads, load_average(), placed))
 
 
 if __name__ == "__main__":

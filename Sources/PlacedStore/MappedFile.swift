@@ -66,6 +66,15 @@ final class MappedFile {
         _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, MADV_DONTNEED)
     }
 
+    /// Asks the kernel to read `ranges` (page-aligned offsets into the file) into the page cache now, in
+    /// the background: parts the caller is about to touch (`PlaceFileReadahead`). RSS does not grow.
+    func advise(_ ranges: [Range<Int>]) {
+        guard let base = bytes.baseAddress else { return }
+        for range in ranges where range.lowerBound >= 0 && range.upperBound <= bytes.count {
+            _ = madvise(UnsafeMutableRawPointer(mutating: base + range.lowerBound), range.count, MADV_WILLNEED)
+        }
+    }
+
     /// Readahead back for a reader that goes through the whole file (`PlaceFileUpgrade`), not a query's.
     func expectSequentialReads() {
         guard let base = bytes.baseAddress else { return }
