@@ -89,6 +89,18 @@ struct ExtractCollector {
         if let spillWorker { spillWorker.add(.place(place)) } else { sink.add(place) }
     }
 
+    /// Files what lends an address in this import's book: through the spill worker while it runs, else the
+    /// disk-backed book, else the one in memory.
+    private mutating func file(_ lender: consuming AddressLender) {
+        if let spillWorker {
+            spillWorker.add(.address(lender))
+        } else if let addressSpill {
+            lender.add(to: addressSpill)
+        } else {
+            lender.add(to: &addresses)
+        }
+    }
+
     /// From now until `finish` resolves the addresses, places and addresses are filed on a second thread.
     mutating func startSpillWorker() {
         guard let addressSpill else { return }
@@ -102,13 +114,7 @@ struct ExtractCollector {
     mutating func addNode(id: Int64, location: NodeLocation, tags: ElementTags, strings: StringTable) {
         let address = tags.address(strings)
         if let lendable = tags.lendable(address, strings) {
-            if let spillWorker {
-                spillWorker.add(.point(location.coordinate, address: lendable))
-            } else if let addressSpill {
-                addressSpill.addPoint(location.coordinate, address: lendable)
-            } else {
-                addresses.addPoint(location.coordinate, address: lendable)
-            }
+            file(.point(location.coordinate, address: lendable))
         }
         guard tags.mayBePlace(isWay: false),
             let (name, kind, address) = tags.place(isWay: false, strings: strings, address: address)
@@ -307,23 +313,11 @@ struct ExtractCollector {
     private mutating func add(_ geometry: MapFeature.Geometry, of id: String, _ description: Description) {
         guard let feature = description.feature, feature.isArea == (geometry.polygons != nil) else { return }
         if let address = description.buildingAddress, let polygons = geometry.polygons {
-            if let spillWorker {
-                spillWorker.add(.building(polygons: polygons, address: address))
-            } else if let addressSpill {
-                addressSpill.addBuilding(polygons: polygons, address: address)
-            } else {
-                addresses.addBuilding(polygons: polygons, address: address)
-            }
+            file(.building(polygons: polygons, address: address))
         }
         if let street = description.streetName {
             let lines = geometry.polygons?.flatMap { $0 } ?? geometry.line.map { [$0] } ?? []
-            if let spillWorker {
-                spillWorker.add(.street(name: street, lines: lines))
-            } else if let addressSpill {
-                addressSpill.addStreet(name: street, lines: lines)
-            } else {
-                addresses.addStreet(name: street, lines: lines)
-            }
+            file(.street(name: street, lines: lines))
         }
         guard includesMapLayer else { return }
         features.append(

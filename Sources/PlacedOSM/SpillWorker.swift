@@ -9,9 +9,7 @@ import PlacedThreads
 final class SpillWorker {
     enum Item {
         case place(Place)
-        case point(Coordinate, address: String)
-        case building(polygons: [[[Coordinate]]], address: String)
-        case street(name: String, lines: [[Coordinate]])
+        case address(AddressLender)
     }
 
     /// Items a job: the hand-over is a lock and a wake-up, small beside a thousand items' work.
@@ -53,11 +51,34 @@ final class SpillWorker {
             for item in items {
                 switch item {
                 case .place(let place): sink.add(place)
-                case .point(let coordinate, let address): spill.addPoint(coordinate, address: address)
-                case .building(let polygons, let address): spill.addBuilding(polygons: polygons, address: address)
-                case .street(let name, let lines): spill.addStreet(name: name, lines: lines)
+                case .address(let lender): lender.add(to: spill)
                 }
             }
+        }
+    }
+}
+
+/// What lends places an address: an address point, a building's outline, a named street's lines. One of
+/// three books files it (`ExtractCollector.file`): the spill worker's thread, the disk-backed book, or the
+/// book in memory.
+enum AddressLender {
+    case point(Coordinate, address: String)
+    case building(polygons: [[[Coordinate]]], address: String)
+    case street(name: String, lines: [[Coordinate]])
+
+    func add(to spill: AddressSpill) {
+        switch self {
+        case .point(let coordinate, let address): spill.addPoint(coordinate, address: address)
+        case .building(let polygons, let address): spill.addBuilding(polygons: polygons, address: address)
+        case .street(let name, let lines): spill.addStreet(name: name, lines: lines)
+        }
+    }
+
+    func add(to book: inout AddressBook) {
+        switch self {
+        case .point(let coordinate, let address): book.addPoint(coordinate, address: address)
+        case .building(let polygons, let address): book.addBuilding(polygons: polygons, address: address)
+        case .street(let name, let lines): book.addStreet(name: name, lines: lines)
         }
     }
 }
