@@ -228,12 +228,8 @@ struct MappedCandidate: RankingCandidate {
         }
         var bounds: BoundingBox?
         if flags & PlacePack.RecordFlag.bounds != 0 {
-            guard let minLatitude = reader.double(), let minLongitude = reader.double(),
-                let maxLatitude = reader.double(), let maxLongitude = reader.double()
-            else { return nil }
-            bounds = BoundingBox(
-                minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude,
-                maxLongitude: maxLongitude)
+            guard let stored = reader.bounds() else { return nil }
+            bounds = stored
         }
         var outline = UnsafeRawBufferPointer(start: nil, count: 0)
         if flags & PlacePack.RecordFlag.outline != 0 {

@@ -308,12 +308,8 @@ public final class PlaceDatabase {
             place.area = area
         }
         if flags & PlacePack.RecordFlag.bounds != 0 {
-            guard let minLatitude = reader.double(), let minLongitude = reader.double(),
-                let maxLatitude = reader.double(), let maxLongitude = reader.double()
-            else { return nil }
-            place.bounds = BoundingBox(
-                minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude,
-                maxLongitude: maxLongitude)
+            guard let bounds = reader.bounds() else { return nil }
+            place.bounds = bounds
         }
         if flags & PlacePack.RecordFlag.outline != 0 {
             guard let count = reader.varint(), count <= (bytes.count - reader.position) / 16 else { return nil }

@@ -351,6 +351,15 @@ struct RecordReader {
         defer { position += 8 }
         return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
     }
+
+    /// A bounding box: four doubles, south, west, north, east.
+    mutating func bounds() -> BoundingBox? {
+        guard let minLatitude = double(), let minLongitude = double(), let maxLatitude = double(),
+            let maxLongitude = double()
+        else { return nil }
+        return BoundingBox(
+            minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude, maxLongitude: maxLongitude)
+    }
 }
 
 /// A record's SQLite columns read in place: the record holds them as the row does (UTF-8 texts, the
@@ -391,12 +400,8 @@ struct RecordColumns {
             self.area = area
         }
         if flags & PlacePack.RecordFlag.bounds != 0 {
-            guard let minLatitude = reader.double(), let minLongitude = reader.double(),
-                let maxLatitude = reader.double(), let maxLongitude = reader.double()
-            else { return nil }
-            bounds = BoundingBox(
-                minLatitude: minLatitude, minLongitude: minLongitude, maxLatitude: maxLatitude,
-                maxLongitude: maxLongitude)
+            guard let stored = reader.bounds() else { return nil }
+            bounds = stored
         }
         if flags & PlacePack.RecordFlag.outline != 0 {
             guard let count = reader.varint(), count <= (bytes.count - reader.position) / 16 else { return nil }
