@@ -400,7 +400,15 @@ def test_a_nats_cluster_node_killed_mid_burst(tmp_path, start, cleanup):
         logs = "\n".join("n%d: %s" % (i + 1, cluster.log(i)[-1500:]) for i in (1, 2))
         raise AssertionError("%s\nreceived %d\n%s" % (error, len(Ledger(subscriber.received(), device).first), logs))
     ledger = received(subscriber, device, 1000, 60)
-    assert ledger.missing(numbers) == [] and ledger.problems == []
+    assert ledger.missing(numbers) == []
+    # placed publishes in sequence order on every connection; what the cluster hands the subscriber after
+    # losing a node need not be: JetStream redelivers a message it never saw acknowledged (its consumer's
+    # leader changed) after later ones. So first copies are in order up to the kill, and every copy after
+    # it is accounted for (ids DEVICE:SEQ, duplicates byte for byte the first): consumers order by seq.
+    assert [p for p in ledger.problems if p != "markers out of order"] == []
+    before = ledger.sequences[:killed_with]
+    assert before == sorted(before), "out of order before the kill: %s" % [
+        (a, b) for a, b in zip(before, before[1:]) if b < a]
     assert killed_with < 1000, "the burst was over before the node died: the test tested nothing"
     assert any(re.search(r"fleet: connected to (%s|%s)" % (cluster.url(1), cluster.url(2)), line)
                for line in placed.lines), "failed over to a live node"
