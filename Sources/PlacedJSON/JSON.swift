@@ -686,14 +686,18 @@ extension JSON {
     ) {
         var runStart = 0
         var index = 0
+        func word(at offset: Int) -> UInt64 {
+            UInt64(littleEndian: UnsafeRawPointer(bytes.baseAddress! + offset).loadUnaligned(as: UInt64.self))
+        }
         while index < bytes.count {
             if bytes.count - index >= 8 {
-                let word = UInt64(
-                    littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
-                if !mayNeedEscape(word) {
+                if !mayNeedEscape(word(at: index)) {
                     index += 8
                     continue
                 }
+            } else if bytes.count >= 8, !mayNeedEscape(word(at: bytes.count - 8)) {
+                // The last eight bytes, overlapping those already read, need none: nor does the tail.
+                break
             }
             let stop = min(index + 8, bytes.count)
             while index < stop {

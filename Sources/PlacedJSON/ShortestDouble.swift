@@ -245,22 +245,27 @@ enum ShortestDouble {
         while end >= 2 {
             let pair = Int(value % 100) * 2
             value /= 100
-            buffer[end - 2] = digitPairs[pair]
-            buffer[end - 1] = digitPairs[pair + 1]
+            buffer[end - 2] = digitPairs.utf8Start[pair]
+            buffer[end - 1] = digitPairs.utf8Start[pair + 1]
             end -= 2
         }
         if end == 1 { buffer[0] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value) }
     }
 
     /// "00", "01", ... "99".
-    private static let digitPairs: [UInt8] = (0..<100).flatMap { pair in
-        [UInt8(ascii: "0") + UInt8(pair / 10), UInt8(ascii: "0") + UInt8(pair % 10)]
-    }
+    private static let digitPairs: StaticString = """
+        0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
+        5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899
+        """
 
     /// 10^0 ... 10^19.
-    private static let powersOf10: [UInt64] = (0..<20).map { exponent in
-        (0..<exponent).reduce(1) { power, _ in power * 10 }
-    }
+    private static let powersOf10: [UInt64] = [
+        1, 10, 100, 1_000,
+        10_000, 100_000, 1_000_000, 10_000_000,
+        100_000_000, 1_000_000_000, 10_000_000_000, 100_000_000_000,
+        1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000, 1_000_000_000_000_000,
+        10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000, 10_000_000_000_000_000_000,
+    ]
 
     /// A 128-bit power of five as two words (UInt128's operators check for overflow; these need none).
     private typealias Power = (high: UInt64, low: UInt64)
@@ -319,7 +324,8 @@ enum ShortestDouble {
     private static func powerOf5(_ i: Int) -> Power {
         let base = i / 26
         let offset = i - base * 26
-        let multiplier = pow5Split[base]
+        let split = pow5Split[base]
+        let multiplier: Power = (split.high, split.low)
         if offset == 0 { return multiplier }
         let (high, middle, low) = multiply(pow5Table[offset], multiplier)
         let delta = pow5Bits(i) - pow5Bits(base * 26)
@@ -334,7 +340,8 @@ enum ShortestDouble {
     private static func inversePowerOf5(_ i: Int) -> Power {
         let base = (i + 25) / 26
         let offset = base * 26 - i
-        let multiplier = pow5InverseSplit[base]
+        let split = pow5InverseSplit[base]
+        let multiplier: Power = (split.high, split.low)
         if offset == 0 { return multiplier }
         let (high, middle, low) = multiply(pow5Table[offset], (multiplier.high, multiplier.low - 1))
         let delta = pow5Bits(base * 26) - pow5Bits(i)
@@ -346,12 +353,17 @@ enum ShortestDouble {
     }
 
     /// 5^0 ... 5^25.
-    private static let pow5Table: [UInt64] = (0..<26).map { exponent in
-        (0..<exponent).reduce(1) { power, _ in power * 5 }
-    }
+    private static let pow5Table: [UInt64] = [
+        1, 5, 25, 125, 625,
+        3_125, 15_625, 78_125, 390_625, 1_953_125,
+        9_765_625, 48_828_125, 244_140_625, 1_220_703_125, 6_103_515_625,
+        30_517_578_125, 152_587_890_625, 762_939_453_125, 3_814_697_265_625, 19_073_486_328_125,
+        95_367_431_640_625, 476_837_158_203_125, 2_384_185_791_015_625, 11_920_928_955_078_125, 59_604_644_775_390_625,
+        298_023_223_876_953_125,
+    ]
 
     /// d2s_small_table.h's DOUBLE_POW5_SPLIT2 (5^0, 5^26, 5^52 ...), as it writes them: low word first.
-    private static let pow5Split: [Power] = [
+    private static let pow5Split: [(low: UInt64, high: UInt64)] = [
         (0, 1_152_921_504_606_846_976), (0, 1_490_116_119_384_765_625),
         (1_032_610_780_636_961_552, 1_925_929_944_387_235_853), (7_910_200_175_544_436_838, 1_244_603_055_572_228_341),
         (16_941_905_809_032_713_930, 1_608_611_746_708_759_036),
@@ -363,7 +375,7 @@ enum ShortestDouble {
         (9_630_225_068_416_591_280, 1_874_621_017_369_538_693),
         (665_883_850_346_957_067, 1_211_445_438_634_777_304),
         (14_931_890_668_723_713_708, 1_565_756_531_257_009_982),
-    ].map { (low: UInt64, high: UInt64) in (high, low) }
+    ]
 
     /// d2s_small_table.h's POW5_OFFSETS: the corrections, two bits for each power.
     private static let pow5Offsets: [UInt32] = [
@@ -373,7 +385,7 @@ enum ShortestDouble {
     ]
 
     /// d2s_small_table.h's DOUBLE_POW5_INV_SPLIT2 (5^0, 5^-26, 5^-52 ...).
-    private static let pow5InverseSplit: [Power] = [
+    private static let pow5InverseSplit: [(low: UInt64, high: UInt64)] = [
         (1, 2_305_843_009_213_693_952), (5_955_668_970_331_000_884, 1_784_059_615_882_449_851),
         (8_982_663_654_677_661_702, 1_380_349_269_358_112_757), (7_286_864_317_269_821_294, 2_135_987_035_920_910_082),
         (7_005_857_020_398_200_553, 1_652_639_921_975_621_497),
@@ -386,7 +398,7 @@ enum ShortestDouble {
         (11_006_974_540_203_867_551, 1_697_873_161_311_732_311),
         (10_313_493_231_639_821_582, 1_313_665_730_009_899_186),
         (12_701_016_819_766_672_773, 2_032_799_256_770_390_445),
-    ].map { (low: UInt64, high: UInt64) in (high, low) }
+    ]
 
     /// d2s_small_table.h's POW5_INV_OFFSETS.
     private static let pow5InverseOffsets: [UInt32] = [

@@ -138,6 +138,12 @@ enum UTF8Check {
                 index += 8
                 continue
             }
+            // The last eight bytes, overlapping those already checked, all ASCII: so is the tail.
+            if count - index < 8, count >= 8,
+                bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
+            {
+                return true
+            }
             let lead = bytes[index]
             if lead < 0x80 {
                 index += 1

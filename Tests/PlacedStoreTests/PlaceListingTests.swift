@@ -24,6 +24,22 @@ import Testing
         for bytes in cases { expectAgreesWithDecoding(bytes) }
     }
 
+    /// Every length around the eight-byte words, with a bad or a multi-byte sequence at every position: the
+    /// last word, which overlaps what was checked before it, must not hide either.
+    @Test func aSequenceAtEveryPositionOfShortAndLongText() {
+        let sequences: [[UInt8]] = [[0x80], [0xC3], [0xFF], [0xE1, 0x80], [0xC3, 0xA4], [0xE3, 0x82, 0xAB], [0x7F]]
+        for length in 0..<26 {
+            for sequence in sequences {
+                for position in 0...length {
+                    let bytes =
+                        [UInt8](repeating: UInt8(ascii: "x"), count: position) + sequence
+                        + [UInt8](repeating: UInt8(ascii: "y"), count: length - position)
+                    expectAgreesWithDecoding(bytes)
+                }
+            }
+        }
+    }
+
     @Test func randomBytesAndRandomText() {
         var random = SplitMix64(seed: 8)
         let pieces: [[UInt8]] = [
