@@ -30,7 +30,8 @@ enum ImportCommand: Command {
             and 20 bytes a place (the places' final sort), not by the nodes. It is read twice (nodes and ways, then the multipolygons' member
             ways) and must be sorted by type, then id, as 'osmium sort' and OpenStreetMap's extracts
             write it; the progress bar names the pass. Its temporary files need free disk beside
-            the database: 12 bytes a node for the locations, and the addresses and places.
+            the database: 8 to 12 bytes a node for the locations (8 where ids run consecutively),
+            and the addresses and places.
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
         options: [
