@@ -3,7 +3,8 @@
 #endif
 
 /// Every node's location on disk, for imports whose nodes do not fit in memory (osmium's
-/// `sparse_file_array`, in pages): nodes are appended in id order, as sorted files list them, into pages
+/// `sparse_file_array`, in pages): nodes are appended in the order `osmium sort` writes them (`orderKey`:
+/// negative ids first, by absolute value, then the others ascending), into pages
 /// of 4 kB of two kinds, chosen page by page for whichever holds more of the nodes that come next:
 ///
 /// - a **dense** page holds the 512 ids from its first one on, 8 bytes each, location only: slot
@@ -47,7 +48,8 @@ final class NodeLocationFile {
     private let waitingIDs = UnsafeMutablePointer<Int64>.allocate(capacity: NodeLocationFile.perPage + 1)
     private let waitingLocations = UnsafeMutablePointer<NodeLocation>.allocate(capacity: NodeLocationFile.perPage + 1)
     private var waiting = 0
-    private var lastID: Int64?
+    /// The order key (`orderKey`) of the last node appended.
+    private var lastKey: Int64?
     private var mapping: UnsafeRawPointer?
     private var mappedBytes = 0
     /// Distinct pages touched since the last release (one bit a page), and how many.
@@ -77,7 +79,15 @@ final class NodeLocationFile {
         if let mapping { munmap(UnsafeMutableRawPointer(mutating: mapping), mappedBytes) }
     }
 
-    /// Appends node `id`, which must be greater than every id before it and come before `finishWriting`.
+    /// Where node `id` falls in the order `osmium sort` writes: the negative ids editors give new objects
+    /// first, by absolute value (−1, −2, …), then the others ascending. Pages, their first ids and a
+    /// sparse page's low 32 bits all hold this key, so either kind of run of ids is a run of keys.
+    /// Its own inverse. (Int64.min, which has no absolute value, is the one id `append` refuses.)
+    @inline(__always)
+    static func orderKey(_ id: Int64) -> Int64 { id < 0 ? Int64.min &- id : id }
+
+    /// Appends node `id`, which must come after every id before it in `osmium sort`'s order (`orderKey`)
+    /// and before `finishWriting`.
     @inline(__always)
     func append(id: Int64, location: NodeLocation) {
         guard failure == nil else { return }
@@ -85,15 +95,21 @@ final class NodeLocationFile {
             failure = .unsorted(path: file.name, detail: "node \(id) comes after a way")
             return
         }
-        if let lastID, id <= lastID {
-            failure = .unsorted(path: file.name, detail: "node \(id) comes after node \(lastID)")
+        guard id != .min else {
+            failure = .unsorted(path: file.name, detail: "node \(id) has no place in osmium's order")
             return
         }
+        let key = Self.orderKey(id)
+        if let lastKey, key <= lastKey {
+            failure = .unsorted(path: file.name, detail: "node \(id) comes after node \(Self.orderKey(lastKey))")
+            return
+        }
+        let id = key  // from here on, what the pages hold
         waitingIDs[waiting] = id
         waitingLocations[waiting] = location
         waiting += 1
         count += 1
-        lastID = id
+        lastKey = id
         // A page is chosen once both counts are known: what a dense page from the first waiting id
         // would hold (known when this id is at or past its last slot) and what a sparse one would hold
         // (known at more than `perSparsePage` waiting, or when the high 32 bits change).
@@ -181,7 +197,8 @@ final class NodeLocationFile {
 
     /// The location of node `id`; nil when the file has no such node.
     func location(of id: Int64) -> NodeLocation? {
-        guard let mapping else { return nil }
+        guard let mapping, id != .min else { return nil }
+        let id = Self.orderKey(id)  // what the pages hold
         // The last page whose first id is at most `id`: a way's nodes are mostly on the page of the
         // node before, so that page is tried before the bisection.
         let number = firstIDs.withUnsafeBufferPointer { firsts in

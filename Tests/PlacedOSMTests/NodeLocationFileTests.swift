@@ -173,8 +173,9 @@ struct NodeLocationFileTests {
     }
 
     /// Runs and scattered ids one after another, jumps of every size between them (within a page's span,
-    /// a few pages, the high 32 bits, far up the range), negative ids first: both kinds of page are
-    /// written, every node is found, and random ids near and between them are found exactly when appended.
+    /// a few pages, the high 32 bits, far up the range), negative ids first in `osmium sort`'s order: both
+    /// kinds of page are written, every node is found, and random ids near and between them are found
+    /// exactly when appended.
     @Test func runsGapsAndScatteredIDsMixed() throws {
         var random = SplitMix64(seed: 7)
         for round in 0..<6 {
@@ -199,6 +200,8 @@ struct NodeLocationFileTests {
                 default: id += round % 2 == 0 ? Int64(random.next() % (1 << 33)) : 1 << 32
                 }
             }
+            // osmium writes negative ids by absolute value, before the others: the generated ones mirrored.
+            ids = ids.filter { $0 < 0 }.reversed() + ids.filter { $0 >= 0 }
             let file = try Self.written(ids, in: directory, releaseBytes: 1)
             #expect(file.densePages > 0 && file.densePages < file.pages, "round \(round)")
             let known = Set(ids)
@@ -278,6 +281,35 @@ struct NodeLocationFileTests {
         let file = try Self.file(directory)
         try file.finishWriting()
         #expect(file.location(of: 1) == nil && file.count == 0)
+    }
+
+    /// `osmium sort` writes the negative ids editors give new nodes first, by absolute value (-1, -2, ...),
+    /// then the others ascending: that order is accepted, a run of negative ids fills dense pages, and
+    /// negative ids in ascending order are named as out of order.
+    @Test func negativeIDsInOsmiumSortsOrder() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ids: [Int64] = Array((1...700).map { -$0 }) + [-703, 0, 5, 6, 1 << 33]
+        let file = try Self.written(ids, in: directory)
+        #expect(file.densePages == file.pages && file.pages == 4, "-1 ... -512, -513 ... -703, 0 ... 6, 2^33")
+        for absent: Int64 in [-701, -702, -704, 1, 4, 7, -5, -(1 << 33), .min, .max] where !ids.contains(absent) {
+            #expect(file.location(of: absent) == nil, "node \(absent)")
+        }
+        let ascending = try Self.file(directory)
+        ascending.append(id: -2, location: Self.location(-2))
+        ascending.append(id: -1, location: Self.location(-1))
+        #expect(
+            ascending.failure
+                == .unsorted(path: "\(directory.path)/(node locations)", detail: "node -1 comes after node -2"))
+        let positiveFirst = try Self.file(directory)
+        positiveFirst.append(id: 1, location: Self.location(1))
+        positiveFirst.append(id: -1, location: Self.location(-1))
+        #expect(
+            positiveFirst.failure
+                == .unsorted(path: "\(directory.path)/(node locations)", detail: "node -1 comes after node 1"))
+        let smallest = try Self.file(directory)
+        smallest.append(id: .min, location: Self.location(0))
+        #expect(smallest.failure != nil, "Int64.min has no place in osmium's order")
     }
 
     @Test func idsOutOfOrderAreNamed() throws {

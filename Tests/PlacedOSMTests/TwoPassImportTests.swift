@@ -96,6 +96,28 @@ struct TwoPassImportTests {
         #expect(try OSM.extractPlaces(path: path, passes: .one).places.map(\.name) == ["House"])
     }
 
+    /// A file with the negative ids an editor gives new objects, in the order `osmium sort` writes them
+    /// (negative first, by absolute value): both ways read it, to the same places.
+    @Test func negativeIDsAsOsmiumSortsThem() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let opl = """
+            n-1 v0 Tamenity=cafe,name=New%20%Cafe x24.94 y60.17
+            n-2 v0 T x24.941 y60.171
+            n-3 v0 T x24.942 y60.171
+            n-4 v0 T x24.942 y60.172
+            n5 v1 Tshop=bakery,name=Bakery x24.9405 y60.1705
+            n6 v1 T x24.9406 y60.1704
+            w-10 v0 Tbuilding=yes,name=New%20%House Nn-2,n-3,n-4,n-2
+            w3 v1 Thighway=residential,name=Katu Nn6,n5,n-1
+            """
+        let path = try Fixtures.pbf(fromOPL: opl + "\n", in: directory)
+        try Self.same(path, mapLayer: true)
+        let places = try OSM.extractPlaces(path: path, passes: .two).places
+        #expect(Set(places.map(\.name)) == ["New Cafe", "Bakery", "New House"])
+        #expect(places.first { $0.name == "New House" }?.id == "osm:way/-10")
+    }
+
     @Test func theLimitChoosesThePasses() {
         #expect(!ImportPasses.automatic(memoryLimit: 1 << 30).readsTwice(fileBytes: 1 << 20))
         #expect(ImportPasses.automatic(memoryLimit: 1 << 20).readsTwice(fileBytes: 1 << 20))
