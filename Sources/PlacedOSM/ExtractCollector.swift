@@ -94,8 +94,8 @@ struct ExtractCollector {
     private mutating func file(_ lender: consuming AddressLender) {
         if let spillWorker {
             spillWorker.add(.address(lender))
-        } else if let addressSpill {
-            lender.add(to: addressSpill)
+        } else if var addressSpill {
+            lender.add(to: &addressSpill)
         } else {
             lender.add(to: &addresses)
         }

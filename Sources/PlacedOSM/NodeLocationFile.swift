@@ -61,7 +61,7 @@ final class NodeLocationFile {
     private(set) var releases = 0
     private(set) var count = 0
     /// Pages written, and how many of them dense.
-    private(set) var pages = 0
+    var pages: Int { firstIDs.count }
     private(set) var densePages = 0
     /// The first failure of `append` (out of order, a write): the import checks it after each block.
     private(set) var failure: OSMError?
@@ -132,36 +132,32 @@ final class NodeLocationFile {
         }
         var sparse = 0
         while sparse < min(waiting, Self.perSparsePage), waitingIDs[sparse] >> 32 == first >> 32 { sparse += 1 }
-        let taken: Int
-        if dense >= sparse {
+        let isDense = dense >= sparse
+        let taken = isDense ? dense : sparse
+        if isDense {
             if dense < Self.perPage {
                 for slot in 0..<Self.perPage {
                     page.storeBytes(of: Self.absent, toByteOffset: 8 * slot, as: Int32.self)
                 }
             }
             for index in 0..<dense {
-                let slot = Int(waitingIDs[index] &- first)
-                page.storeBytes(of: waitingLocations[index].latitude, toByteOffset: 8 * slot, as: Int32.self)
-                page.storeBytes(of: waitingLocations[index].longitude, toByteOffset: 8 * slot + 4, as: Int32.self)
+                store(waitingLocations[index], at: 8 * Int(waitingIDs[index] &- first))
             }
-            if pages & 63 == 0 { densePageBits.append(0) }
-            densePageBits[pages >> 6] |= 1 << UInt64(pages & 63)
-            densePages += 1
-            taken = dense
         } else {
             for index in 0..<sparse {
                 page.storeBytes(
                     of: UInt32(truncatingIfNeeded: waitingIDs[index]), toByteOffset: 4 * index, as: UInt32.self)
-                let offset = Self.locationsOffset + 8 * index
-                page.storeBytes(of: waitingLocations[index].latitude, toByteOffset: offset, as: Int32.self)
-                page.storeBytes(of: waitingLocations[index].longitude, toByteOffset: offset + 4, as: Int32.self)
+                store(waitingLocations[index], at: Self.locationsOffset + 8 * index)
             }
             page.storeBytes(of: UInt32(sparse), toByteOffset: Self.countOffset, as: UInt32.self)
-            if pages & 63 == 0 { densePageBits.append(0) }
-            taken = sparse
+        }
+        let number = pages
+        if number & 63 == 0 { densePageBits.append(0) }
+        if isDense {
+            densePageBits[number >> 6] |= 1 << UInt64(number & 63)
+            densePages += 1
         }
         firstIDs.append(first)
-        pages += 1
         do {
             try file.append(UnsafeRawBufferPointer(page))
         } catch {
@@ -172,6 +168,19 @@ final class NodeLocationFile {
             waitingIDs.update(from: waitingIDs + taken, count: waiting)
             waitingLocations.update(from: waitingLocations + taken, count: waiting)
         }
+    }
+
+    /// A location as the pages hold it: latitude, then longitude, at `offset` of the page being written.
+    private func store(_ location: NodeLocation, at offset: Int) {
+        page.storeBytes(of: location.latitude, toByteOffset: offset, as: Int32.self)
+        page.storeBytes(of: location.longitude, toByteOffset: offset + 4, as: Int32.self)
+    }
+
+    /// The location at `offset` of a mapped page.
+    private static func location(in page: UnsafeRawPointer, at offset: Int) -> NodeLocation {
+        NodeLocation(
+            latitude: page.loadUnaligned(fromByteOffset: offset, as: Int32.self),
+            longitude: page.loadUnaligned(fromByteOffset: offset + 4, as: Int32.self))
     }
 
     /// After the last node: writes the last pages and maps the file for lookups. Appending after this is
@@ -232,11 +241,8 @@ final class NodeLocationFile {
         }
         let page = mapping + number * Self.pageBytes
         if isDense {
-            let offset = 8 * Int(id &- first)
-            let latitude = page.loadUnaligned(fromByteOffset: offset, as: Int32.self)
-            guard latitude != Self.absent else { return nil }
-            return NodeLocation(
-                latitude: latitude, longitude: page.loadUnaligned(fromByteOffset: offset + 4, as: Int32.self))
+            let location = Self.location(in: page, at: 8 * Int(id &- first))
+            return location.latitude == Self.absent ? nil : location
         }
         let count = Int(page.loadUnaligned(fromByteOffset: Self.countOffset, as: UInt32.self))
         let target = UInt32(truncatingIfNeeded: id)
@@ -253,9 +259,7 @@ final class NodeLocationFile {
         guard low < count, page.loadUnaligned(fromByteOffset: 4 * low, as: UInt32.self) == target else {
             return nil
         }
-        return NodeLocation(
-            latitude: page.loadUnaligned(fromByteOffset: Self.locationsOffset + 8 * low, as: Int32.self),
-            longitude: page.loadUnaligned(fromByteOffset: Self.locationsOffset + 8 * low + 4, as: Int32.self))
+        return Self.location(in: page, at: Self.locationsOffset + 8 * low)
     }
 
     /// Drops the mapping's pages from the process (they stay in the page cache).

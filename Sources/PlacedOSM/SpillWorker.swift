@@ -48,10 +48,11 @@ final class SpillWorker {
         let sink = sink
         let spill = spill
         worker.submit {
+            var book = spill  // the same spill: a class, passed as the book `add(to:)` files into
             for item in items {
                 switch item {
                 case .place(let place): sink.add(place)
-                case .address(let lender): lender.add(to: spill)
+                case .address(let lender): lender.add(to: &book)
                 }
             }
         }
@@ -66,15 +67,7 @@ enum AddressLender {
     case building(polygons: [[[Coordinate]]], address: String)
     case street(name: String, lines: [[Coordinate]])
 
-    func add(to spill: AddressSpill) {
-        switch self {
-        case .point(let coordinate, let address): spill.addPoint(coordinate, address: address)
-        case .building(let polygons, let address): spill.addBuilding(polygons: polygons, address: address)
-        case .street(let name, let lines): spill.addStreet(name: name, lines: lines)
-        }
-    }
-
-    func add(to book: inout AddressBook) {
+    func add<Book: AddressFiling>(to book: inout Book) {
         switch self {
         case .point(let coordinate, let address): book.addPoint(coordinate, address: address)
         case .building(let polygons, let address): book.addBuilding(polygons: polygons, address: address)
@@ -82,3 +75,13 @@ enum AddressLender {
         }
     }
 }
+
+/// A book of what lends addresses: `AddressBook` in memory, `AddressSpill` on disk by tile.
+protocol AddressFiling {
+    mutating func addPoint(_ coordinate: Coordinate, address: String)
+    mutating func addBuilding(polygons: [[[Coordinate]]], address: String)
+    mutating func addStreet(name: String, lines: [[Coordinate]])
+}
+
+extension AddressBook: AddressFiling {}
+extension AddressSpill: AddressFiling {}

@@ -131,18 +131,19 @@ enum UTF8Check {
     static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var index = 0
         let count = bytes.count
+        var tailChecked = count < 8
         while index < count {
-            if count - index >= 8,
-                bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
-            {
-                index += 8
-                continue
-            }
-            // The last eight bytes, overlapping those already checked, all ASCII: so is the tail.
-            if count - index < 8, count >= 8,
-                bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
-            {
-                return true
+            if count - index >= 8 {
+                if bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                    index += 8
+                    continue
+                }
+            } else if !tailChecked {
+                // The last eight bytes, overlapping those already checked, all ASCII: so is the tail.
+                tailChecked = true
+                if bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                    return true
+                }
             }
             let lead = bytes[index]
             if lead < 0x80 {
