@@ -136,7 +136,7 @@ public struct DeliveryWindow: Sendable, Equatable {
 
     /// Gives up on `sequence`, the next message after the cursor, with nothing in flight: the cursor moves
     /// over it as if it were acknowledged (a message the broker will never take).
-    public mutating func skip(_ sequence: Int64) {
+    public mutating func giveUp(on sequence: Int64) {
         precondition(isEmpty && sequence > acknowledgedThrough, "only the next message, with nothing in flight")
         acknowledgedThrough = sequence
         lastSent = sequence

@@ -256,17 +256,17 @@ public final class FleetExporter {
             let progressed = window.acknowledgedThrough > cursorAtConnect
             window.restart()
             if status.state == .connected,
-                let skip = poison.connectionEnded(
+                let refused = poison.connectionEnded(
                     progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
                     cursor: window.acknowledgedThrough)
             {
-                window.skip(skip)
+                window.giveUp(on: refused)
                 uncommittedAcknowledgements += 1
                 rejected += 1
                 status.rejected = rejected
                 Log.error(
                     "fleet: \(source.broker) closed the connection each time event "
-                        + "\(FleetPayload.messageID(device: device, sequence: skip)) was sent alone: skipped, "
+                        + "\(FleetPayload.messageID(device: device, sequence: refused)) was sent alone: skipped, "
                         + "counted as refused (an ACL denying its topic?)")
                 scheduleFlush()
             }

@@ -58,7 +58,7 @@ import Testing
         _ = window.acknowledge(4)
         window.restart()
         #expect(window.isEmpty && window.lastSent == 2 && window.acknowledgedThrough == 2)
-        window.skip(3)
+        window.giveUp(on: 3)
         #expect(window.acknowledgedThrough == 3 && window.lastSent == 3)
     }
 
