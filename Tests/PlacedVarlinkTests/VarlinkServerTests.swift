@@ -134,8 +134,19 @@ private final class Client {
     var messages: [JSON] = []
     var isClosed = false
 
+    /// Whether our end is still open: closed once, by `hangUp()` or at the end, never twice (a second
+    /// close would close whatever descriptor another test running beside this one got that number for).
+    private var isOpen = true
+
     init(fd: Int32) { self.fd = fd }
-    deinit { close(fd) }
+    deinit { hangUp() }
+
+    /// Closes our end, as a client that leaves does.
+    func hangUp() {
+        guard isOpen else { return }
+        isOpen = false
+        close(fd)
+    }
 
     func send(_ text: String) { send(Array(text.utf8) + [0]) }
 
@@ -938,7 +949,7 @@ private let pythonWithVarlink: String? = {
         // The first leaves; its thread is free again, and the second goes to it after its next call.
         first.send(echo)
         _ = try h.receive(first)
-        close(first.fd)
+        first.hangUp()
         try h.idle(milliseconds: 100)
         _ = try h.call(second, echo)
         _ = try h.call(second, echo)
