@@ -192,12 +192,3 @@ struct FixtureFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
-
-extension MapRendererTests {
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["PLACED_MAP_PREVIEW"] != nil))
-    func preview() throws {
-        let svg = SVGMap(scene: Self.scene()).render()
-        try svg.write(toFile: "/tmp/placed-map-preview.svg", atomically: true, encoding: .utf8)
-        try MapPNG.write(svg: svg, width: 800, height: 480, to: "/tmp/placed-map-preview.png")
-    }
-}
