@@ -73,17 +73,36 @@ public struct PlaceIndex: Sendable {
 
     /// Builds the tree over interleaved (longitude, latitude) pairs, taking ownership of `points` (sorted in
     /// place): an importer's array of millions is not copied. The pairs must be valid coordinates.
-    public init(sortingInterleaved points: UnsafeMutableBufferPointer<Double>, nodeSize: Int = 64) {
-        self.init(sorting: points, nodeSize: nodeSize)
+    /// `concurrently`, when given, runs its first closure on another thread while its second runs, and
+    /// returns when both have: the tree's two halves are sorted that way (the same tree, in about half
+    /// the time on two cores).
+    public init(
+        sortingInterleaved points: UnsafeMutableBufferPointer<Double>, nodeSize: Int = 64,
+        concurrently: ((_ other: @escaping () -> Void, _ this: () -> Void) -> Void)? = nil
+    ) {
+        self.init(sorting: points, nodeSize: nodeSize, concurrently: concurrently)
     }
 
-    private init(sorting points: UnsafeMutableBufferPointer<Double>, nodeSize: Int) {
+    /// Places at or below which a second thread for the sort costs more than it saves.
+    static let worthAThread = 1 << 16
+
+    private init(
+        sorting points: UnsafeMutableBufferPointer<Double>, nodeSize: Int,
+        concurrently: ((_ other: @escaping () -> Void, _ this: () -> Void) -> Void)? = nil
+    ) {
         precondition(nodeSize >= 1 && nodeSize <= Int(UInt16.max), "PlaceIndex: node size out of range")
         let count = points.count / 2
         precondition(count < Int(Int32.max), "PlaceIndex: too many places")
         let ids = UnsafeMutableBufferPointer<Int32>.allocate(capacity: count)
         for i in 0..<count { ids[i] = Int32(i) }
-        TreeSorter(ids: ids, points: points, nodeSize: nodeSize).sort(0, count - 1, axis: 0)
+        let sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
+        if let concurrently, count > Self.worthAThread {
+            // The root's split, then its halves (disjoint ranges of both buffers) side by side.
+            let (left, middle, right) = sorter.split(0, count - 1, axis: 0)
+            concurrently({ sorter.sort(left, middle - 1, axis: 1) }, { sorter.sort(middle + 1, right, axis: 1) })
+        } else {
+            sorter.sort(0, count - 1, axis: 0)
+        }
         self.init(nodeSize: nodeSize, storage: IndexStorage(owning: points, ids: ids))
     }
 
@@ -724,6 +743,14 @@ private struct TreeSorter {
         sort(m + 1, right, axis: 1 - axis)
     }
 
+    /// `sort`'s first step alone (for more than a node's points): the median along `axis` put at the
+    /// middle, which the two halves are then sorted around.
+    func split(_ left: Int, _ right: Int, axis: Int) -> (left: Int, middle: Int, right: Int) {
+        let m = (left + right) >> 1
+        select(m, left, right, axis)
+        return (left, m, right)
+    }
+
     /// Rearranges [left, right] so that position k holds the k-th smallest along `axis`, smaller
     /// (or equal) values before it and larger (or equal) after.
     func select(_ k: Int, _ left: Int, _ right: Int, _ axis: Int) {
@@ -942,6 +969,20 @@ extension PlaceIndex {
     /// `order[position]`: the builder's index of the point at each tree position (what
     /// `renumberedByPosition` returns beside the index).
     public var order: [Int32] { (0..<count).map { Int32(storage.id(at: $0)) } }
+
+    /// `order` inverted: the tree position of each of the builder's indices (`positions[order[p]] == p`).
+    /// Written by scattering, each store independent of the others, where following the permutation's
+    /// cycles in place waits for one cache miss after another (1.5 s of 10 M places).
+    public var positions: [Int32] {
+        [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for position in 0..<count {
+                let index = storage.id(at: position)
+                precondition(index >= 0, "PlaceIndex: entry \(position) is invalid")
+                buffer[index] = Int32(position)
+            }
+            initialized = count
+        }
+    }
 
     /// Reads an index written by `serialized()` (see `init(serialized:)` for raw bytes).
     public init(serialized bytes: [UInt8]) throws(PlaceIndexDecodingError) {

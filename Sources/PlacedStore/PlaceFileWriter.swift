@@ -195,7 +195,7 @@ public final class PlaceFileWriter: PlaceSink {
             throw error
         }
         points.close()
-        var index: PlaceIndex? = PlaceIndex(sortingInterleaved: sorted)
+        var index: PlaceIndex? = PlaceIndex(sortingInterleaved: sorted, concurrently: runConcurrently)
         let pack = try TemporaryFile(in: Self.directoryName(of: path))
         let layout = PackLayout(count: n)
         var indexWriter = FileWriter(descriptor: pack.descriptor, path: pack.name, offset: layout.index)
@@ -205,10 +205,8 @@ public final class PlaceFileWriter: PlaceSink {
         } catch {
             throw error as? PlaceDatabaseError ?? .cannotWrite(path: pack.name, operation: "write", errno: EIO)
         }
-        // position → number, inverted in place to number → position.
-        var positions = index!.order
+        var positions = index!.positions
         index = nil
-        Self.invert(&positions)
 
         let id = PlacePack.newID()
         let database: Database
@@ -451,25 +449,6 @@ public final class PlaceFileWriter: PlaceSink {
         bytes.append(contentsOf: record[layout.addressEnd..<layout.end])
         while bytes.count % 4 != 0 { bytes.append(0) }
         return bytes
-    }
-
-    /// `numbers[position]` → `positions[number]`, in place (the sign bit marks what is done).
-    static func invert(_ array: inout [Int32]) {
-        array.withUnsafeMutableBufferPointer { a in
-            for start in 0..<a.count where a[start] >= 0 {
-                // Follow the cycle through start: a[i] = j means position i holds number j.
-                var position = start
-                var number = Int(a[start])
-                while number != start {
-                    let next = Int(a[number])
-                    a[number] = ~Int32(position)
-                    position = number
-                    number = next
-                }
-                a[start] = ~Int32(position)
-            }
-            for i in 0..<a.count { a[i] = ~a[i] }
-        }
     }
 }
 

@@ -29,3 +29,15 @@ public func startThread(stackSize: Int? = nil, _ body: @escaping () -> Void) -> 
     }
     return thread
 }
+
+/// Runs `other` on a thread of its own while this one runs `this`, and returns when both have; both here,
+/// one after the other, when the system gives no thread.
+public func runConcurrently(_ other: @escaping () -> Void, _ this: () -> Void) {
+    guard let thread = startThread(other) else {
+        this()
+        other()
+        return
+    }
+    this()
+    pthread_join(thread, nil)
+}

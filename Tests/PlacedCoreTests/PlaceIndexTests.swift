@@ -386,6 +386,54 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
             #expect(renumbered.entry(atPosition: position).coordinate == reordered[position])
         }
     }
+
+    /// The importer sorts the tree's two halves side by side: the same tree as one thread's, whichever
+    /// half runs first, since the halves share nothing. (A fake runs them here, one after the other in
+    /// the other order; PlacedThreadsTests runs `runConcurrently` itself.)
+    @Test(arguments: [PlaceIndex.worthAThread + 1, 200_000, 200_001]) func halvesSortedApartMakeTheSameTree(count: Int)
+    {
+        let points = cityPoints(count, seed: UInt64(count))
+        func interleaved() -> UnsafeMutableBufferPointer<Double> {
+            let buffer = UnsafeMutableBufferPointer<Double>.allocate(capacity: 2 * points.count)
+            for (i, point) in points.enumerated() {
+                buffer[2 * i] = point.longitude
+                buffer[2 * i + 1] = point.latitude
+            }
+            return buffer
+        }
+        let alone = PlaceIndex(sortingInterleaved: interleaved())
+        var halves = 0
+        let split = PlaceIndex(sortingInterleaved: interleaved()) { other, this in
+            halves += 1
+            other()
+            this()
+        }
+        #expect(halves == 1)
+        #expect(split.serialized() == alone.serialized())
+        #expect(split.order == alone.order)
+        // Below the threshold no second thread is asked for.
+        var asked = false
+        let few = UnsafeMutableBufferPointer<Double>.allocate(capacity: 2 * PlaceIndex.worthAThread)
+        few.initialize(repeating: 0)
+        _ = PlaceIndex(sortingInterleaved: few) { other, this in
+            asked = true
+            other()
+            this()
+        }
+        #expect(!asked)
+    }
+
+    @Test func positionsInvertTheOrder() {
+        let points = cityPoints(50_000, seed: 12)
+        let index = PlaceIndex(coordinates: points)
+        let order = index.order
+        let positions = index.positions
+        #expect(positions.count == points.count)
+        #expect(order.indices.allSatisfy { positions[Int(order[$0])] == Int32($0) })
+        #expect(!index.isNumberedByPosition && order != positions)
+        let (renumbered, _) = index.renumberedByPosition()
+        #expect(renumbered.positions == Array(0..<Int32(points.count)))
+    }
 }
 
 /// The index as the daemon uses it: in place in the bytes of a mapped file, nothing copied.

@@ -67,3 +67,30 @@ struct ThreadLockTests {
         pthread_join(thread, nil)
     }
 }
+
+struct RunConcurrentlyTests {
+    /// Both closures run, the other one on a thread of its own, and neither is left running on return.
+    @Test func runsTheOtherOnAThreadOfItsOwnAndWaitsForBoth() {
+        final class Seen: @unchecked Sendable {
+            var otherThread: pthread_t?
+            var otherDone = false
+        }
+        let seen = Seen()
+        let lock = ThreadLock()
+        var thisThread: pthread_t?
+        runConcurrently(
+            {
+                usleep(50_000)  // still running when `this` is done: the call must wait for it
+                lock.withLock {
+                    seen.otherThread = pthread_self()
+                    seen.otherDone = true
+                }
+            },
+            { thisThread = pthread_self() })
+        lock.withLock {
+            #expect(seen.otherDone)
+            #expect(seen.otherThread.map { pthread_equal($0, pthread_self()) == 0 } == true)
+        }
+        #expect(thisThread.map { pthread_equal($0, pthread_self()) != 0 } == true)
+    }
+}
