@@ -724,7 +724,7 @@ final class RowInserter {
 
     /// Rows an INSERT statement takes at once: the statement's own cost (a cursor opened, the program
     /// run and halted) shared by them; the rows are those of inserting each alone.
-    static let rowsAStatement = 16
+    static let rowsAStatement = 64
 
     private struct Row {
         let start: Int
