@@ -68,8 +68,11 @@ public struct PlaceIndex: Sendable {
             points[2 * i] = c.longitude
             points[2 * i + 1] = c.latitude
         }
-        self.init(sorting: points, nodeSize: nodeSize)
+        self.init(sortingInterleaved: points, nodeSize: nodeSize)
     }
+
+    /// Runs `other` on another thread while `this` runs, and returns when both have.
+    public typealias Concurrently = (_ other: @escaping () -> Void, _ this: () -> Void) -> Void
 
     /// Builds the tree over interleaved (longitude, latitude) pairs, taking ownership of `points` (sorted in
     /// place): an importer's array of millions is not copied. The pairs must be valid coordinates.
@@ -78,17 +81,7 @@ public struct PlaceIndex: Sendable {
     /// the time on two cores).
     public init(
         sortingInterleaved points: UnsafeMutableBufferPointer<Double>, nodeSize: Int = 64,
-        concurrently: ((_ other: @escaping () -> Void, _ this: () -> Void) -> Void)? = nil
-    ) {
-        self.init(sorting: points, nodeSize: nodeSize, concurrently: concurrently)
-    }
-
-    /// Places at or below which a second thread for the sort costs more than it saves.
-    static let worthAThread = 1 << 16
-
-    private init(
-        sorting points: UnsafeMutableBufferPointer<Double>, nodeSize: Int,
-        concurrently: ((_ other: @escaping () -> Void, _ this: () -> Void) -> Void)? = nil
+        concurrently: Concurrently? = nil
     ) {
         precondition(nodeSize >= 1 && nodeSize <= Int(UInt16.max), "PlaceIndex: node size out of range")
         let count = points.count / 2
@@ -97,14 +90,17 @@ public struct PlaceIndex: Sendable {
         for i in 0..<count { ids[i] = Int32(i) }
         let sorter = TreeSorter(ids: ids, points: points, nodeSize: nodeSize)
         if let concurrently, count > Self.worthAThread {
-            // The root's split, then its halves (disjoint ranges of both buffers) side by side.
-            let (left, middle, right) = sorter.split(0, count - 1, axis: 0)
-            concurrently({ sorter.sort(left, middle - 1, axis: 1) }, { sorter.sort(middle + 1, right, axis: 1) })
+            // The root's median placed, then its halves (disjoint ranges of both buffers) side by side.
+            let middle = sorter.placeMedian(0, count - 1, axis: 0)
+            concurrently({ sorter.sort(0, middle - 1, axis: 1) }, { sorter.sort(middle + 1, count - 1, axis: 1) })
         } else {
             sorter.sort(0, count - 1, axis: 0)
         }
         self.init(nodeSize: nodeSize, storage: IndexStorage(owning: points, ids: ids))
     }
+
+    /// Places at or below which a second thread for the sort costs more than it saves.
+    static let worthAThread = 1 << 16
 
     init(nodeSize: Int, storage: IndexStorage) {
         self.nodeSize = nodeSize
@@ -737,18 +733,17 @@ private struct TreeSorter {
 
     func sort(_ left: Int, _ right: Int, axis: Int) {
         if right - left <= nodeSize { return }
-        let m = (left + right) >> 1
-        select(m, left, right, axis)
+        let m = placeMedian(left, right, axis: axis)
         sort(left, m - 1, axis: 1 - axis)
         sort(m + 1, right, axis: 1 - axis)
     }
 
-    /// `sort`'s first step alone (for more than a node's points): the median along `axis` put at the
-    /// middle, which the two halves are then sorted around.
-    func split(_ left: Int, _ right: Int, axis: Int) -> (left: Int, middle: Int, right: Int) {
+    /// `sort`'s first step: the median along `axis` put at the middle of [left, right], which the two
+    /// halves are then sorted around; returns the middle.
+    func placeMedian(_ left: Int, _ right: Int, axis: Int) -> Int {
         let m = (left + right) >> 1
         select(m, left, right, axis)
-        return (left, m, right)
+        return m
     }
 
     /// Rearranges [left, right] so that position k holds the k-th smallest along `axis`, smaller

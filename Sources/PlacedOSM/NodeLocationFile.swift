@@ -104,18 +104,17 @@ final class NodeLocationFile {
             failure = .unsorted(path: file.name, detail: "node \(id) comes after node \(Self.orderKey(lastKey))")
             return
         }
-        let id = key  // from here on, what the pages hold
-        waitingIDs[waiting] = id
+        waitingIDs[waiting] = key  // the pages hold keys
         waitingLocations[waiting] = location
         waiting += 1
         count += 1
-        lastKey = id
+        lastKey = key
         // A page is chosen once both counts are known: what a dense page from the first waiting id
         // would hold (known when this id is at or past its last slot) and what a sparse one would hold
         // (known at more than `perSparsePage` waiting, or when the high 32 bits change).
         while waiting > 0, failure == nil,
-            UInt64(bitPattern: id &- waitingIDs[0]) >= UInt64(Self.perPage - 1),
-            waiting > Self.perSparsePage || id >> 32 != waitingIDs[0] >> 32
+            UInt64(bitPattern: key &- waitingIDs[0]) >= UInt64(Self.perPage - 1),
+            waiting > Self.perSparsePage || key >> 32 != waitingIDs[0] >> 32
         {
             writePage()
         }
