@@ -76,7 +76,8 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 /// - `map_features`: the map layer (`MapFeature`), rowid 1…n in Z-order of their centres so that a
 ///   neighbourhood's rows share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
 ///   R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
-///   feature's rowid). Both empty without a map layer.
+///   feature's rowid), written by the import as a packed tree (`PlaceDatabase.writeBounds`), which
+///   SQLite reads and changes as its own. Both empty without a map layer.
 ///
 /// Version 2 added `reach`; version 3 the address source, localized names and the map layer; version 4
 /// the pack, replacing the `place_columns` BLOBs (start-up reads no place at all); version 5 the trees'

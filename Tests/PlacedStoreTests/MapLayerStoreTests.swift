@@ -1,5 +1,6 @@
 import Foundation
 import PlacedCore
+import PlacedTestSupport
 import Testing
 
 @testable import PlacedStore
@@ -12,9 +13,11 @@ import Testing
 
     static func at(_ east: Double, _ north: Double) -> Coordinate { projection.coordinate(east: east, north: north) }
 
-    /// A building whose nearest corner is `east` metres east of the centre, 10 m on a side.
-    static func building(_ number: Int, east: Double) -> MapFeature {
-        let ring = [at(east, -5), at(east + 10, -5), at(east + 10, 5), at(east, 5), at(east, -5)]
+    /// A building whose nearest corner is `east` metres east of the centre, 10 m on a side, its middle
+    /// `north` metres north of it.
+    static func building(_ number: Int, east: Double, north: Double = 0) -> MapFeature {
+        let (south, top) = (north - 5, north + 5)
+        let ring = [at(east, south), at(east + 10, south), at(east + 10, top), at(east, top), at(east, south)]
         return MapFeature(
             id: "osm:way/\(number)", kind: .building, featureClass: "yes", geometry: .polygons([[ring]]))
     }
@@ -79,6 +82,89 @@ import Testing
                 #expect(abs(a.latitude - b.latitude) <= 0.5e-7 && abs(a.longitude - b.longitude) <= 0.5e-7)
             }
         }
+    }
+
+    /// The stored boxes of `map_bounds` that overlap a box, by the R*Tree, as (id, box) sorted.
+    static func rtreeQuery(_ database: Database, _ box: [Int64]) throws -> [[Int64]] {
+        let query = try database.prepare(
+            """
+            SELECT id, min_lat, max_lat, min_lon, max_lon FROM map_bounds
+            WHERE max_lat >= ?1 AND min_lat <= ?2 AND max_lon >= ?3 AND min_lon <= ?4 ORDER BY id
+            """)
+        for (index, value) in box.enumerated() { try query.bind(value, at: Int32(index + 1)) }
+        var rows: [[Int64]] = []
+        while try query.step() { rows.append((0..<5).map { query.int64(at: Int32($0)) }) }
+        return rows
+    }
+
+    /// The packed tree written into the R*Tree's shadow tables is one SQLite's module checks, searches
+    /// and keeps changing as its own: `rtreecheck` passes, its searches equal a scan of the same rows,
+    /// and after SQLite's own deletes and inserts on a copy both still hold. 3,000 features: three
+    /// levels at 51 cells a node.
+    @Test func theBoundsTreeIsOneSQLitesModuleReadsAndChanges() throws {
+        var random = SplitMix64(seed: 11)
+        let features = (0..<3_000).map { number in
+            Self.building(
+                number + 1, east: random.uniform(in: -3_000...3_000), north: random.uniform(in: -3_000...3_000))
+        }
+        let (written, directory) = try Self.write(features)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let copy = directory + "/copy.db"
+        try FileManager.default.copyItem(atPath: written.path, toPath: copy)
+        let database = try Database(path: copy, mode: .readWrite)
+        func scalarText(_ sql: String) throws -> String? {
+            let statement = try database.prepare(sql)
+            return try statement.step() ? statement.text(at: 0) : nil
+        }
+        #expect(try scalarText("SELECT rtreecheck('map_bounds')") == "ok")
+        #expect(try database.scalarInt64("SELECT count(*) FROM map_bounds") == 3_000)
+        // Depth 2: the root, 2 nodes or more under it, then the leaves.
+        #expect(try database.scalarInt64("SELECT count(*) FROM map_bounds_node") ?? 0 >= 60)
+
+        // Every row with its box: the tree searched with a box holding the world.
+        func allRows() throws -> [[Int64]] {
+            try Self.rtreeQuery(database, [-900_000_000, 900_000_000, -1_800_000_000, 1_800_000_000])
+        }
+        func compareSearches(_ rows: [[Int64]], seed: UInt64) throws {
+            var random = SplitMix64(seed: seed)
+            let lower = Self.centre.latitude * 1e7, left = Self.centre.longitude * 1e7
+            var found = 0
+            for _ in 0..<200 {
+                let latitude = Int64(lower + random.uniform(in: -300_000...300_000))
+                let longitude = Int64(left + random.uniform(in: -600_000...600_000))
+                let size = Int64(random.uniform(in: 0...40_000))
+                let box = [latitude, latitude + size, longitude, longitude + size]
+                let scan = rows.filter { $0[2] >= box[0] && $0[1] <= box[1] && $0[4] >= box[2] && $0[3] <= box[3] }
+                #expect(try Self.rtreeQuery(database, box) == scan)
+                found += scan.count
+            }
+            #expect(found > 200, "the searches found boxes to compare")
+        }
+        let rows = try allRows()
+        #expect(rows.map { $0[0] } == Array(1...3_000))
+        let boxes = features.map { feature in
+            let box = BoundsCoding.box(feature.bounds)
+            return [box.minLatitude, box.maxLatitude, box.minLongitude, box.maxLongitude].map(Int64.init)
+        }
+        #expect(
+            rows.map { Array($0.dropFirst()) }.sorted { $0.lexicographicallyPrecedes($1) }
+                == boxes.sorted { $0.lexicographicallyPrecedes($1) }, "each feature's box, stored exactly")
+        try compareSearches(rows, seed: 12)
+
+        // SQLite's own changes to the packed tree: a third deleted (nodes fall below its minimum and
+        // are dissolved), new boxes inserted (nodes split).
+        try database.execute("DELETE FROM map_bounds WHERE id % 3 = 0")
+        try database.execute(
+            """
+            INSERT INTO map_bounds(id, min_lat, max_lat, min_lon, max_lon)
+            SELECT id + 10000, min_lat + 500, max_lat + 600, min_lon - 700, max_lon FROM map_bounds WHERE id % 3 = 1
+            """)
+        #expect(try scalarText("SELECT rtreecheck('map_bounds')") == "ok")
+        let changed = try allRows()
+        let kept: [Int64] = (1...3_000).filter { $0 % 3 != 0 }
+        let added: [Int64] = (1...3_000).filter { $0 % 3 == 1 }.map { $0 + 10_000 }
+        #expect(changed.map { $0[0] } == kept + added)
+        try compareSearches(changed, seed: 13)
     }
 
     @Test func badQueriesAndFilesWithoutALayerAreNamed() throws {

@@ -1,0 +1,151 @@
+import PlacedTestSupport
+import Testing
+
+@testable import PlacedCore
+
+/// `PackedRTree`: the shape SQLite's R*Tree module reads (every entry in one leaf, all leaves at the
+/// same depth, each node's box the union of its cells, parents and numbers consistent), the fill STR
+/// promises, and searches through it equal to a scan of the boxes.
+@Suite struct PackedRTreeTests {
+    typealias Box = PackedRTree.Box
+
+    static func randomEntries(_ count: Int, seed: UInt64, span: Int32 = 10_000_000, size: Int32 = 5_000)
+        -> [PackedRTree.Cell]
+    {
+        var random = SplitMix64(seed: seed)
+        return (0..<count).map { index in
+            let latitude = Int32.random(in: -span...span, using: &random)
+            let longitude = Int32.random(in: -span...span, using: &random)
+            let box = Box(
+                minLatitude: latitude, maxLatitude: latitude + Int32.random(in: 0...size, using: &random),
+                minLongitude: longitude, maxLongitude: longitude + Int32.random(in: 0...size, using: &random))
+            return PackedRTree.Cell(reference: Int64(index + 1) * 3, box: box)
+        }
+    }
+
+    static func overlaps(_ a: Box, _ b: Box) -> Bool {
+        a.maxLatitude >= b.minLatitude && a.minLatitude <= b.maxLatitude && a.maxLongitude >= b.minLongitude
+            && a.minLongitude <= b.maxLongitude
+    }
+
+    /// The entries whose boxes overlap `query`, by walking the tree from the root.
+    static func search(_ tree: PackedRTree, _ query: Box) -> [Int64] {
+        var found: [Int64] = []
+        var pending: [Int64] = [1]
+        while let node = pending.popLast() {
+            for cell in tree.nodeCells(node) where overlaps(cell.box, query) {
+                if node >= tree.firstLeaf { found.append(cell.reference) } else { pending.append(cell.reference) }
+            }
+        }
+        return found.sorted()
+    }
+
+    /// Checks everything SQLite's `rtreecheck` would, and the fill: returns nothing, records issues.
+    static func checkShape(_ tree: PackedRTree, entries: [PackedRTree.Cell], capacity: Int) {
+        #expect(tree.nodeCount == tree.parents.count)
+        #expect(tree.parents.first == 0, "the root has no parent")
+        // Each node's level from the root: children of node n are at level(n) + 1, leaves at depth.
+        var level = [Int](repeating: -1, count: tree.nodeCount + 1)
+        level[1] = 0
+        for node in 1...Int64(tree.nodeCount) {
+            let cells = tree.nodeCells(node)
+            #expect(cells.count <= capacity)
+            if node > 1 {
+                #expect(2 * cells.count >= capacity, "node \(node) holds \(cells.count) of \(capacity)")
+            }
+            let isLeaf = node >= tree.firstLeaf
+            #expect(isLeaf == (level[Int(node)] == tree.depth), "node \(node) is a leaf exactly at the depth")
+            guard !isLeaf else { continue }
+            for cell in cells {
+                let child = cell.reference
+                #expect(child > node && child <= Int64(tree.nodeCount), "children numbered after their parent")
+                #expect(tree.parents[Int(child) - 1] == node)
+                level[Int(child)] = level[Int(node)] + 1
+                let childCells = tree.nodeCells(child)
+                let union = childCells.dropFirst().reduce(childCells.first!.box) { $0.union($1.box) }
+                #expect(cell.box == union, "node \(node)'s box of node \(child) is the union of its cells")
+            }
+        }
+        #expect(!level.dropFirst().contains(-1), "every node is reached from the root")
+        let leafCells = (tree.firstLeaf...Int64(max(tree.nodeCount, 1))).flatMap { tree.nodeCells($0) }
+        #expect(leafCells.count == entries.count)
+        #expect(Set(leafCells.map(\.reference)) == Set(entries.map(\.reference)), "every entry in one leaf")
+        let boxes = Dictionary(uniqueKeysWithValues: entries.map { ($0.reference, $0.box) })
+        #expect(leafCells.allSatisfy { boxes[$0.reference] == $0.box }, "with its own box")
+    }
+
+    @Test(arguments: [(0, 51), (1, 51), (51, 51), (52, 51), (2_601, 51), (2_602, 51), (10_000, 4), (30_000, 51)])
+    func shapeAndFill(count: Int, capacity: Int) {
+        let entries = Self.randomEntries(count, seed: UInt64(count))
+        let tree = PackedRTree(entries: entries, capacity: capacity)
+        Self.checkShape(tree, entries: entries, capacity: capacity)
+        // The fewest levels the capacity allows: ⌈log_capacity(count)⌉ below the root.
+        var levels = 0
+        var reach = capacity
+        while reach < count {
+            reach *= capacity
+            levels += 1
+        }
+        #expect(tree.depth == levels)
+    }
+
+    @Test func anEmptyTreeIsOneEmptyRoot() {
+        let tree = PackedRTree(entries: [], capacity: 51)
+        #expect(tree.nodeCount == 1 && tree.depth == 0 && tree.firstLeaf == 1)
+        #expect(tree.nodeCells(1).isEmpty)
+    }
+
+    @Test func searchesFindWhatAScanFinds() {
+        let entries = Self.randomEntries(20_000, seed: 5, span: 1_000_000, size: 20_000)
+        let tree = PackedRTree(entries: entries, capacity: 51)
+        var random = SplitMix64(seed: 6)
+        var found = 0
+        for _ in 0..<300 {
+            let latitude = Int32.random(in: -1_000_000...1_000_000, using: &random)
+            let longitude = Int32.random(in: -1_000_000...1_000_000, using: &random)
+            let size = Int32.random(in: 0...200_000, using: &random)
+            let query = Box(
+                minLatitude: latitude, maxLatitude: latitude + size, minLongitude: longitude,
+                maxLongitude: longitude + size)
+            let scan = entries.filter { Self.overlaps($0.box, query) }.map(\.reference).sorted()
+            #expect(Self.search(tree, query) == scan)
+            found += scan.count
+        }
+        #expect(found > 1_000, "the queries found something to compare")
+    }
+
+    @Test func manyBoxesOnOnePointStillMakeAValidTree() {
+        let point = Box(minLatitude: 5, maxLatitude: 5, minLongitude: 7, maxLongitude: 7)
+        let entries = (0..<5_000).map { PackedRTree.Cell(reference: Int64($0), box: point) }
+        let tree = PackedRTree(entries: entries, capacity: 51)
+        Self.checkShape(tree, entries: entries, capacity: 51)
+        #expect(Self.search(tree, point).count == 5_000)
+    }
+
+    @Test func theSameEntriesMakeTheSameTree() {
+        let entries = Self.randomEntries(7_000, seed: 9)
+        let a = PackedRTree(entries: entries, capacity: 51)
+        let b = PackedRTree(entries: entries, capacity: 51)
+        #expect(a.cells == b.cells && a.parents == b.parents && a.firstLeaf == b.firstLeaf)
+    }
+
+    @Test func neighboursShareLeaves() {
+        // A 100 × 100 grid of points at capacity 25: STR's leaves are 5 × 5 squares of the grid, so a
+        // leaf's box spans 4 steps each way, where an arbitrary grouping would span the grid.
+        var entries: [PackedRTree.Cell] = []
+        for row in 0..<100 {
+            for column in 0..<100 {
+                let point = Box(
+                    minLatitude: Int32(row) * 10, maxLatitude: Int32(row) * 10, minLongitude: Int32(column) * 10,
+                    maxLongitude: Int32(column) * 10)
+                entries.append(PackedRTree.Cell(reference: Int64(row * 100 + column), box: point))
+            }
+        }
+        let tree = PackedRTree(entries: entries, capacity: 25)
+        for leaf in tree.firstLeaf...Int64(tree.nodeCount) {
+            let cells = tree.nodeCells(leaf)
+            let box = cells.dropFirst().reduce(cells.first!.box) { $0.union($1.box) }
+            #expect(box.maxLatitude - box.minLatitude == 40 && box.maxLongitude - box.minLongitude == 40)
+        }
+    }
+}
