@@ -1,15 +1,14 @@
 /// An R-tree over boxes built all at once, bottom-up, by Sort-Tile-Recursive (Leutenegger, Edgington
 /// and López, "STR: A Simple and Efficient Algorithm for R-Tree Packing", 1997): the boxes sorted by
-/// the latitude of their centres, cut into about √P vertical slices of whole nodes (P nodes in all),
-/// each slice sorted by longitude and cut into nodes; then the same over the nodes' boxes, level by
-/// level, up to one root. Every node but a lone root holds between half and all of `capacity` cells,
-/// and neighbours share nodes, so a search opens few of them; building it sorts twice a level, where
-/// inserting box by box re-chooses a path, splits and reinserts for every box (a map layer's million
-/// boxes took SQLite's R*Tree 24 s one by one).
+/// the latitude of their centres, cut into about √P bands of whole nodes (P nodes in all), each band
+/// sorted by longitude and cut into nodes; then the same over the nodes' boxes, level by level, up to
+/// one root. Every node but the root holds between half and all of `capacity` cells, and neighbours
+/// share nodes, so a search opens few of them; building it sorts twice a level, where an R*Tree grown
+/// box by box chooses a path, splits and reinserts for every box.
 ///
-/// Nodes are numbered from 1, the root, level by level down to the leaves, each level in its slices'
-/// order, so a neighbourhood's nodes are near each other in number. Deterministic: ties in a sort are
-/// broken by position.
+/// Nodes are numbered from 1, the root, level by level down to the leaves, each level in the order
+/// the level above lists it, so a neighbourhood's nodes are near each other in number. Ties in a sort
+/// are broken by position.
 public struct PackedRTree: Sendable {
     /// A box in whole 1e-7 degrees (OSM's resolution), ends included.
     public struct Box: Equatable, Sendable {
@@ -131,7 +130,7 @@ public struct PackedRTree: Sendable {
 
     /// `cells` sorted into nodes of at most `capacity`: the ranges of the sorted cells each node holds,
     /// in order. n cells make P = ⌈n / capacity⌉ nodes of ⌊n / P⌋ or ⌈n / P⌉ cells; the nodes are
-    /// grouped into ⌈√P⌉ slices of consecutive nodes, by latitude, each slice's cells then sorted by
+    /// grouped into ⌈√P⌉ bands of consecutive nodes, by latitude, each band's cells then sorted by
     /// longitude.
     static func tile(_ cells: [Cell], capacity: Int) -> (sorted: [Cell], nodes: [Range<Int>]) {
         let n = cells.count
@@ -142,11 +141,11 @@ public struct PackedRTree: Sendable {
         let centres = cells.map(\.box.doubledCentre)
         var order = Array(0..<n)
         order.sort { (centres[$0].latitude, $0) < (centres[$1].latitude, $1) }
-        var sliceCount = 1
-        while sliceCount * sliceCount < nodeCount { sliceCount += 1 }
-        for slice in 0..<sliceCount {
+        var bandCount = 1
+        while bandCount * bandCount < nodeCount { bandCount += 1 }
+        for band in 0..<bandCount {
             let cellRange =
-                start(ofNode: slice * nodeCount / sliceCount)..<start(ofNode: (slice + 1) * nodeCount / sliceCount)
+                start(ofNode: band * nodeCount / bandCount)..<start(ofNode: (band + 1) * nodeCount / bandCount)
             order[cellRange].sort { (centres[$0].longitude, $0) < (centres[$1].longitude, $1) }
         }
         return (order.map { cells[$0] }, (0..<nodeCount).map { start(ofNode: $0)..<start(ofNode: $0 + 1) })

@@ -100,23 +100,24 @@ extension PlaceDatabase {
     }
 
     /// `map_bounds` (entry n + 1: `boxes[n]`) built whole as a `PackedRTree` and written straight into
-    /// the R*Tree's shadow tables, in the format rtree.c's header comment gives: `map_bounds_node` (a
-    /// node's number and blob: the tree's depth (root only) and the node's cell count as big-endian
-    /// 16-bit numbers, then per cell its 64-bit rowid or child node number and its four 32-bit
-    /// coordinates, big-endian, zeros to the root's length, which the module reads as every node's),
-    /// `map_bounds_rowid` (entry → its leaf) and `map_bounds_parent` (node → its parent). SQLite's own
-    /// insert re-chooses a path, splits and reinserts for every box; this sorts twice a level (1.3 M
-    /// boxes: 24 s one by one, about 1 s packed), and its nodes are fuller. The tables must be the fresh
-    /// ones `CREATE VIRTUAL TABLE` made, in this connection's transaction; `rtreecheck` accepts the
-    /// result and SQLite's own inserts and deletes work on it (MapLayerStoreTests).
+    /// the R*Tree's shadow tables: `map_bounds_node` (each node's number and blob, `RTreeNodeCoding`,
+    /// the length of the root's, which the module reads as every node's), `map_bounds_rowid` (entry →
+    /// its leaf) and `map_bounds_parent` (node → its parent). SQLite's own insert chooses a path,
+    /// splits and reinserts box by box: on city-1M's 1.3 M boxes the import's map step took 20.8 s
+    /// that way and 4.8 s packed, its rows included, and the packed nodes are fuller. The tables must
+    /// hold only the empty root `CREATE VIRTUAL TABLE` made; `rtreecheck` accepts the result, and
+    /// SQLite's own inserts and deletes work on it (MapLayerStoreTests).
     static func writeBounds(_ boxes: [BoundingBox], into database: Database) throws {
-        guard let rootLength = try database.scalarInt64("SELECT length(data) FROM map_bounds_node WHERE nodeno = 1"),
+        guard try database.scalarInt64("SELECT count(*) FROM map_bounds_node") == 1,
+            try database.scalarInt64("SELECT count(*) FROM map_bounds_rowid") == 0,
+            let rootLength = try database.scalarInt64("SELECT length(data) FROM map_bounds_node WHERE nodeno = 1"),
             rootLength >= 4 + RTreeNodeCoding.cellLength * 2
         else {
             throw SQLiteError(
-                code: SQLITE_CORRUPT, message: "map_bounds has no root node to pack the tree under",
+                code: SQLITE_MISUSE, message: "map_bounds is not the empty tree CREATE VIRTUAL TABLE makes",
                 operation: "writing map_bounds")
         }
+        try database.allowShadowTableWrites()
         let nodeLength = Int(rootLength)
         let tree = PackedRTree(
             entries: boxes.enumerated().map { number, bounds in
@@ -124,16 +125,18 @@ extension PlaceDatabase {
             },
             capacity: (nodeLength - 4) / RTreeNodeCoding.cellLength)
 
-        let insertNode = try database.prepare("INSERT OR REPLACE INTO map_bounds_node(nodeno, data) VALUES (?, ?)")
+        let replaceRoot = try database.prepare("UPDATE map_bounds_node SET data = ?2 WHERE nodeno = ?1")
+        let insertNode = try database.prepare("INSERT INTO map_bounds_node(nodeno, data) VALUES (?, ?)")
         var blob = [UInt8](repeating: 0, count: nodeLength)
         var leafOfEntry = [Int64](repeating: 0, count: boxes.count)
         for number in 1...Int64(tree.nodeCount) {
             let cells = tree.nodeCells(number)
             RTreeNodeCoding.encode(cells, depth: number == 1 ? tree.depth : 0, into: &blob)
-            try insertNode.bind(number, at: 1)
-            try insertNode.bind(blob: blob, at: 2)
-            try insertNode.step()
-            insertNode.reset()
+            let write = number == 1 ? replaceRoot : insertNode
+            try write.bind(number, at: 1)
+            try write.bind(blob: blob, at: 2)
+            try write.step()
+            write.reset()
             if number >= tree.firstLeaf {
                 for cell in cells { leafOfEntry[Int(cell.reference) - 1] = number }
             }

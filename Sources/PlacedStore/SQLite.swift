@@ -173,6 +173,12 @@ public final class Database {
     }
 
     /// The first column of the first row of `sql`, when it is an integer.
+    /// Lets plain SQL write the shadow tables of this connection's virtual tables (SQLite's defensive
+    /// mode off, whatever the library's build chose): for a writer that lays out an R*Tree itself.
+    func allowShadowTableWrites() throws(SQLiteError) {
+        try check(placed_sqlite_set_defensive(handle, 0), "turning defensive mode off")
+    }
+
     public func scalarInt64(_ sql: String) throws(SQLiteError) -> Int64? {
         let statement = try prepare(sql)
         guard try statement.step(), !statement.isNull(at: 0) else { return nil }

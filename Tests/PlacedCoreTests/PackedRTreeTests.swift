@@ -122,13 +122,6 @@ import Testing
         #expect(Self.search(tree, point).count == 5_000)
     }
 
-    @Test func theSameEntriesMakeTheSameTree() {
-        let entries = Self.randomEntries(7_000, seed: 9)
-        let a = PackedRTree(entries: entries, capacity: 51)
-        let b = PackedRTree(entries: entries, capacity: 51)
-        #expect(a.cells == b.cells && a.parents == b.parents && a.firstLeaf == b.firstLeaf)
-    }
-
     @Test func neighboursShareLeaves() {
         // A 100 × 100 grid of points at capacity 25: STR's leaves are 5 × 5 squares of the grid, so a
         // leaf's box spans 4 steps each way, where an arbitrary grouping would span the grid.
