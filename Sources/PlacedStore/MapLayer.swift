@@ -84,8 +84,9 @@ extension PlaceDatabase {
     static func writeMapLayer(_ features: [MapFeature], into database: Database) throws {
         let insertFeature = try database.prepare(
             "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let ordered = zOrder(features)
-        for (number, feature) in ordered.enumerated() {
+        let order = zOrder(features)
+        for (number, index) in order.enumerated() {
+            let feature = features[index]
             try insertFeature.bind(Int64(number + 1), at: 1)
             try insertFeature.bind(feature.id, at: 2)
             try insertFeature.bind(feature.kind.rawValue, at: 3)
@@ -96,7 +97,7 @@ extension PlaceDatabase {
             try insertFeature.step()
             insertFeature.reset()
         }
-        try writeBounds(ordered.map(\.bounds), into: database)
+        try writeBounds(order.map { features[$0].bounds }, into: database)
     }
 
     /// `map_bounds` (entry n + 1: `boxes[n]`) built whole as a `PackedRTree` and written straight into
@@ -157,10 +158,10 @@ extension PlaceDatabase {
         }
     }
 
-    /// Features sorted by the Z-order (Morton) code of their box centres, 16 bits a coordinate over
-    /// the layer's extent.
-    private static func zOrder(_ features: [MapFeature]) -> [MapFeature] {
-        guard features.count > 1 else { return features }
+    /// The features' indices sorted by the Z-order (Morton) code of their box centres, 16 bits a
+    /// coordinate over the layer's extent (indices: a feature is not copied).
+    private static func zOrder(_ features: [MapFeature]) -> [Int] {
+        guard features.count > 1 else { return Array(features.indices) }
         let centres = features.map {
             (
                 latitude: ($0.bounds.minLatitude + $0.bounds.maxLatitude) / 2,
@@ -183,7 +184,7 @@ extension PlaceDatabase {
             spread(UInt32((centre.latitude - minLatitude) / spanLatitude * 65535)) << 1
                 | spread(UInt32((centre.longitude - minLongitude) / spanLongitude * 65535))
         }
-        return features.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }.map { features[$0] }
+        return features.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }
     }
 
     /// Bad input changes nothing: every feature is checked before a file is created.
