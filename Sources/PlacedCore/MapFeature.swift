@@ -84,3 +84,18 @@ extension BoundingBox {
         Footprint.distanceFromOrigin(to: self, in: projection)
     }
 }
+
+/// Where an import's map layer goes, feature by feature as they are made: `MapFeatureList` keeps them
+/// in memory; the places file's writer spills them to disk, so that the layer need not fit in memory.
+public protocol MapFeatureSink: AnyObject {
+    func add(_ feature: MapFeature)
+}
+
+/// A `MapFeatureSink` in memory.
+public final class MapFeatureList: MapFeatureSink {
+    public private(set) var features: [MapFeature] = []
+
+    public init() {}
+
+    public func add(_ feature: MapFeature) { features.append(feature) }
+}

@@ -33,7 +33,7 @@ public struct PackedRTree: Sendable {
         }
 
         /// Twice the centre's latitude and longitude: whole numbers, in order as the centres are.
-        var doubledCentre: (latitude: Int64, longitude: Int64) {
+        public var doubledCentre: (latitude: Int64, longitude: Int64) {
             (Int64(minLatitude) + Int64(maxLatitude), Int64(minLongitude) + Int64(maxLongitude))
         }
     }

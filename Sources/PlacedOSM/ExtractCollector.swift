@@ -8,9 +8,10 @@ import PlacedCore
 /// Node places are complete at once; ways and relations wait for `finish()`, when every node
 /// location and way is known, because a file need not list nodes first and relations come last.
 struct ExtractCollector {
-    /// Whether to keep the map layer; without it only what addresses need is kept (named streets,
-    /// buildings with an address).
-    let includesMapLayer: Bool
+    /// Where the map layer's features go as they are made; without one only what addresses need is
+    /// kept (named streets, buildings with an address).
+    let mapLayer: MapFeatureSink?
+    var includesMapLayer: Bool { mapLayer != nil }
     var nodes = NodeLocations()
     var ways = WayStore()
     var relationCount = 0
@@ -34,7 +35,6 @@ struct ExtractCollector {
     private(set) var failure: OSMError?
     /// The memory the disk-backed import's answers are sorted in.
     var memoryLimit = ImportPasses.defaultLimit
-    private(set) var features: [MapFeature] = []
     private(set) var incompleteWays = 0
     /// Where the places go as they are made; `finish` has their addresses assigned there.
     let sink: PlaceSink
@@ -77,8 +77,8 @@ struct ExtractCollector {
     }
     private var pendingRelations: [PendingRelation] = []
 
-    init(includesMapLayer: Bool, sink: PlaceSink) {
-        self.includesMapLayer = includesMapLayer
+    init(mapLayer: MapFeatureSink?, sink: PlaceSink) {
+        self.mapLayer = mapLayer
         self.sink = sink
     }
 
@@ -210,10 +210,10 @@ struct ExtractCollector {
         return description
     }
 
-    /// Resolves the pending ways and relations; returns every place (with its address), the map
-    /// layer, and what could not be made.
+    /// Resolves the pending ways and relations (their places and features to the sinks, the places'
+    /// addresses assigned); returns what could not be made.
     mutating func finish() throws(OSMError) -> (
-        features: [MapFeature], incompleteWays: Int, multipolygons: Int, skipped: [SkippedRelation]
+        incompleteWays: Int, multipolygons: Int, skipped: [SkippedRelation]
     ) {
         wantedWays = []
         try nodes.finish()
@@ -273,8 +273,7 @@ struct ExtractCollector {
         } else {
             addresses.assign(to: sink, referenceLatitude: firstLatitude ?? 0)
         }
-        defer { features = [] }
-        return (features, incompleteWays, multipolygons, skipped)
+        return (incompleteWays, multipolygons, skipped)
     }
 
     /// Makes a way's place and map feature (and the addresses it lends) from its refs; a way with a
@@ -319,8 +318,7 @@ struct ExtractCollector {
             let lines = geometry.polygons?.flatMap { $0 } ?? geometry.line.map { [$0] } ?? []
             file(.street(name: street, lines: lines))
         }
-        guard includesMapLayer else { return }
-        features.append(
+        mapLayer?.add(
             MapFeature(
                 id: id, kind: feature.kind, featureClass: feature.featureClass, name: description.name,
                 localizedNames: description.localizedNames, geometry: geometry))

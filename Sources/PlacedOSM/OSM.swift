@@ -28,22 +28,25 @@ public enum OSM {
         -> PlaceExtract
     {
         let list = PlaceList()
+        let features = mapLayer ? MapFeatureList() : nil
         var extract = try importPlaces(
-            path: path, into: list, mapLayer: mapLayer, passes: passes, scratchDirectory: scratchDirectory,
+            path: path, into: list, mapLayer: features, passes: passes, scratchDirectory: scratchDirectory,
             progress: progress)
         extract.places = list.places
+        extract.features = features?.features
         return extract
     }
 
-    /// The same into `sink`, which gets each place as it is made and then their addresses, so that they
-    /// need not all be held in memory: `placectl import` streams them to the places file's writer. The
-    /// extract returned has no places (`sink` has them).
+    /// The same into `sink`, which gets each place as it is made and then their addresses, and into
+    /// `mapLayer` (nil: none), which gets each map feature, so that neither need be held in memory:
+    /// `placectl import` streams both to the places file's writer. The extract returned has neither
+    /// (the sinks have them).
     ///
     /// A file too large to read in memory (`passes`) is read from disk-backed structures made in
     /// `scratchDirectory` (default $TMPDIR, else /var/tmp), nameless files that vanish with the process:
     /// every node's location, the addresses by spatial tile.
     public static func importPlaces(
-        path: String, into sink: PlaceSink, mapLayer: Bool = true,
+        path: String, into sink: PlaceSink, mapLayer: MapFeatureSink?,
         passes: ImportPasses = .automatic(memoryLimit: ImportPasses.defaultLimit),
         scratchDirectory: String? = nil, progress: ((ImportProgress) -> Void)? = nil
     )
@@ -52,7 +55,7 @@ public enum OSM {
     {
         let reader = try PBFReader(path: path)
         var decoder = PrimitiveBlockDecoder()
-        var collector = ExtractCollector(includesMapLayer: mapLayer, sink: sink)
+        var collector = ExtractCollector(mapLayer: mapLayer, sink: sink)
         let twoPass = passes.readsTwice(fileBytes: reader.totalBytes)
         let passCount = twoPass ? 2 : 1
         /// The disk-backed locations' failure after a block, an order broken named with the extract's path.
@@ -117,7 +120,7 @@ public enum OSM {
         let nodeCount = collector.nodeCount
         let result = try collector.finish()
         return PlaceExtract(
-            places: [], features: mapLayer ? result.features : nil,
+            places: [], features: nil,
             statistics: OSMStatistics(
                 nodes: nodeCount, ways: collector.wayCount, relations: collector.relationCount,
                 incompleteWays: result.incompleteWays, bytes: reader.totalBytes, multipolygons: result.multipolygons,

@@ -79,25 +79,36 @@ extension PlaceDatabase {
         return features
     }
 
-    /// Writes the map layer into a new file's open transaction: rows in Z-order of their centres, so
-    /// that a neighbourhood's rows share pages; their boxes as a packed R-tree (`writeBounds`).
-    static func writeMapLayer(_ features: [MapFeature], into database: Database) throws {
+    /// Writes the map layer into a new file's open transaction from its spill: rows in Z-order of their
+    /// boxes' centres, so that a neighbourhood's rows share pages, each bound from its record in place;
+    /// their boxes as a packed R-tree (`writeBounds`).
+    static func writeMapLayer(_ spill: MapFeatureSpill, into database: Database) throws {
         let insertFeature = try database.prepare(
             "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let order = zOrder(features)
-        for (number, index) in order.enumerated() {
-            let feature = features[index]
-            try insertFeature.bind(Int64(number + 1), at: 1)
-            try insertFeature.bind(feature.id, at: 2)
-            try insertFeature.bind(feature.kind.rawValue, at: 3)
-            try insertFeature.bind(feature.featureClass, at: 4)
-            try insertFeature.bind(feature.name, at: 5)
-            try insertFeature.bind(LocalizedNamesCoding.encode(feature.localizedNames), at: 6)
-            try insertFeature.bind(blob: MapGeometryCoding.encode(feature.geometry), at: 7)
-            try insertFeature.step()
-            insertFeature.reset()
+        let order = zOrder(spill.boxes)
+        try spill.withRecords { records in
+            for (number, index) in order.enumerated() {
+                guard let row = records.record(index) else {
+                    throw PlaceDatabaseError.corrupt(
+                        path: "map layer spill", detail: "feature \(index) does not decode")
+                }
+                try insertFeature.bind(Int64(number + 1), at: 1)
+                try insertFeature.bind(borrowedText: row.id, at: 2)
+                try insertFeature.bind(row.kind.rawValue, at: 3)
+                try insertFeature.bind(borrowedText: row.featureClass, at: 4)
+                for (text, parameter) in [(row.name, Int32(5)), (row.names, 6)] {
+                    if let text {
+                        try insertFeature.bind(borrowedText: text, at: parameter)
+                    } else {
+                        try insertFeature.bindNull(at: parameter)
+                    }
+                }
+                try insertFeature.bind(borrowedBlob: row.geometry, at: 7)
+                try insertFeature.step()
+                insertFeature.reset()
+            }
         }
-        try writeBounds(order.map { features[$0].bounds }, into: database)
+        try writeBounds(order.map { spill.boxes[$0] }, into: database)
     }
 
     /// `map_bounds` (entry n + 1: `boxes[n]`) built whole as a `PackedRTree` and written straight into
@@ -108,7 +119,7 @@ extension PlaceDatabase {
     /// that way and 4.8 s packed, its rows included, and the packed nodes are fuller. The tables must
     /// hold only the empty root `CREATE VIRTUAL TABLE` made; `rtreecheck` accepts the result, and
     /// SQLite's own inserts and deletes work on it (MapLayerStoreTests).
-    static func writeBounds(_ boxes: [BoundingBox], into database: Database) throws {
+    static func writeBounds(_ boxes: [PackedRTree.Box], into database: Database) throws {
         guard try database.scalarInt64("SELECT count(*) FROM map_bounds_node") == 1,
             try database.scalarInt64("SELECT count(*) FROM map_bounds_rowid") == 0,
             let rootLength = try database.scalarInt64("SELECT length(data) FROM map_bounds_node WHERE nodeno = 1"),
@@ -121,9 +132,7 @@ extension PlaceDatabase {
         try database.allowShadowTableWrites()
         let nodeLength = Int(rootLength)
         let tree = PackedRTree(
-            entries: boxes.enumerated().map { number, bounds in
-                PackedRTree.Cell(reference: Int64(number + 1), box: BoundsCoding.box(bounds))
-            },
+            entries: boxes.enumerated().map { number, box in PackedRTree.Cell(reference: Int64(number + 1), box: box) },
             capacity: (nodeLength - 4) / RTreeNodeCoding.cellLength)
 
         let replaceRoot = try database.prepare("UPDATE map_bounds_node SET data = ?2 WHERE nodeno = ?1")
@@ -158,20 +167,15 @@ extension PlaceDatabase {
         }
     }
 
-    /// The features' indices sorted by the Z-order (Morton) code of their box centres, 16 bits a
-    /// coordinate over the layer's extent (indices: a feature is not copied).
-    private static func zOrder(_ features: [MapFeature]) -> [Int] {
-        guard features.count > 1 else { return Array(features.indices) }
-        let centres = features.map {
-            (
-                latitude: ($0.bounds.minLatitude + $0.bounds.maxLatitude) / 2,
-                longitude: ($0.bounds.minLongitude + $0.bounds.maxLongitude) / 2
-            )
-        }
+    /// The boxes' indices sorted by the Z-order (Morton) code of their centres, 16 bits a coordinate
+    /// over the layer's extent.
+    private static func zOrder(_ boxes: [PackedRTree.Box]) -> [Int] {
+        guard boxes.count > 1 else { return Array(boxes.indices) }
+        let centres = boxes.map(\.doubledCentre)
         let minLatitude = centres.map(\.latitude).min()!
         let minLongitude = centres.map(\.longitude).min()!
-        let spanLatitude = max(centres.map(\.latitude).max()! - minLatitude, 1e-9)
-        let spanLongitude = max(centres.map(\.longitude).max()! - minLongitude, 1e-9)
+        let spanLatitude = Double(max(centres.map(\.latitude).max()! - minLatitude, 1))
+        let spanLongitude = Double(max(centres.map(\.longitude).max()! - minLongitude, 1))
         func spread(_ value: UInt32) -> UInt32 {
             var x = value & 0xFFFF
             x = (x | x << 8) & 0x00FF_00FF
@@ -181,30 +185,28 @@ extension PlaceDatabase {
             return x
         }
         let codes = centres.map { centre in
-            spread(UInt32((centre.latitude - minLatitude) / spanLatitude * 65535)) << 1
-                | spread(UInt32((centre.longitude - minLongitude) / spanLongitude * 65535))
+            spread(UInt32(Double(centre.latitude - minLatitude) / spanLatitude * 65535)) << 1
+                | spread(UInt32(Double(centre.longitude - minLongitude) / spanLongitude * 65535))
         }
-        return features.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }
+        return boxes.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }
     }
 
-    /// Bad input changes nothing: every feature is checked before a file is created.
-    static func validate(_ features: [MapFeature]) throws(PlaceDatabaseError) {
-        for feature in features {
-            guard !feature.id.isEmpty else { throw .invalidFeature(id: "", reason: "empty id") }
-            switch feature.geometry {
-            case .line(let points):
-                guard points.count >= 2 else { throw .invalidFeature(id: feature.id, reason: "a line of one point") }
-            case .polygons(let polygons):
-                guard !polygons.isEmpty, polygons.allSatisfy({ !$0.isEmpty }) else {
-                    throw .invalidFeature(id: feature.id, reason: "an area without rings")
-                }
-                for ring in polygons.joined() where ring.count < 4 || ring.first != ring.last {
-                    throw .invalidFeature(id: feature.id, reason: "a ring that is not closed or has under 3 corners")
-                }
+    /// Bad input changes nothing: every feature is checked as it is added, before a file is created.
+    static func validate(_ feature: MapFeature) throws(PlaceDatabaseError) {
+        guard !feature.id.isEmpty else { throw .invalidFeature(id: "", reason: "empty id") }
+        switch feature.geometry {
+        case .line(let points):
+            guard points.count >= 2 else { throw .invalidFeature(id: feature.id, reason: "a line of one point") }
+        case .polygons(let polygons):
+            guard !polygons.isEmpty, polygons.allSatisfy({ !$0.isEmpty }) else {
+                throw .invalidFeature(id: feature.id, reason: "an area without rings")
             }
-            guard feature.geometry.allPoints.allSatisfy(\.isValid) else {
-                throw .invalidFeature(id: feature.id, reason: "a coordinate that is not a valid position")
+            for ring in polygons.joined() where ring.count < 4 || ring.first != ring.last {
+                throw .invalidFeature(id: feature.id, reason: "a ring that is not closed or has under 3 corners")
             }
+        }
+        guard feature.geometry.allPoints.allSatisfy(\.isValid) else {
+            throw .invalidFeature(id: feature.id, reason: "a coordinate that is not a valid position")
         }
     }
 }
@@ -263,6 +265,12 @@ enum RTreeNodeCoding {
 enum MapGeometryCoding {
     static func encode(_ geometry: MapFeature.Geometry) -> [UInt8] {
         var bytes: [UInt8] = []
+        encode(geometry, into: &bytes)
+        return bytes
+    }
+
+    /// Appends `geometry`'s bytes.
+    static func encode(_ geometry: MapFeature.Geometry, into bytes: inout [UInt8]) {
         var previous = (latitude: Int64(0), longitude: Int64(0))
         func varint(_ value: UInt64) {
             var value = value
@@ -272,14 +280,14 @@ enum MapGeometryCoding {
             }
             bytes.append(UInt8(value))
         }
+        func zigzag(_ delta: Int64) { varint(UInt64(bitPattern: (delta << 1) ^ (delta >> 63))) }
         func points(_ points: [Coordinate]) {
             varint(UInt64(points.count))
             for point in points {
                 let latitude = Int64((point.latitude * 1e7).rounded())
                 let longitude = Int64((point.longitude * 1e7).rounded())
-                for delta in [latitude - previous.latitude, longitude - previous.longitude] {
-                    varint(UInt64(bitPattern: (delta << 1) ^ (delta >> 63)))
-                }
+                zigzag(latitude - previous.latitude)
+                zigzag(longitude - previous.longitude)
                 previous = (latitude, longitude)
             }
         }
@@ -295,7 +303,6 @@ enum MapGeometryCoding {
                 rings.forEach(points)
             }
         }
-        return bytes
     }
 
     /// Nil for bytes `encode` does not write.

@@ -18,10 +18,11 @@ extension PlaceDatabase {
         throws(PlaceDatabaseError)
     {
         try validate(places)
-        try validate(mapFeatures ?? [])
-        let writer = try PlaceFileWriter(path: path)
+        for feature in mapFeatures ?? [] { try validate(feature) }
+        let writer = try PlaceFileWriter(path: path, mapLayer: mapFeatures != nil)
         for place in places { writer.add(place) }
-        try writer.finish(mapFeatures: mapFeatures)
+        for feature in mapFeatures ?? [] { writer.add(feature) }
+        try writer.finish()
     }
 
     /// Bad input changes nothing: every place is checked before a file is created.

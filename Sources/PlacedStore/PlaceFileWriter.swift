@@ -19,7 +19,7 @@ import PlacedThreads
 ///
 /// Memory at its peak, the sort: 20 bytes a place (600 MB for 30 million places). The temporary files
 /// take about three times the records on disk at most, and vanish whatever happens (O_TMPFILE).
-public final class PlaceFileWriter: PlaceSink {
+public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     public let path: String
     public let memoryLimit: Int
     public private(set) var count = 0
@@ -48,6 +48,10 @@ public final class PlaceFileWriter: PlaceSink {
     private var kinds: [String] = []
     /// The first failure of `add` (a place that is not valid, a full disk): `finish` throws it.
     private var failure: PlaceDatabaseError?
+    /// The map layer's features as they came (nil: a file without a map layer), and the first bad one:
+    /// apart from the places' state, as an import adds places on its spill thread and features on its own.
+    private let mapSpill: MapFeatureSpill?
+    private var mapFailure: PlaceDatabaseError?
     private var finished = false
     private var encoder = RecordEncoder()
 
@@ -55,7 +59,10 @@ public final class PlaceFileWriter: PlaceSink {
     /// longitude f64.
     static let spillPrefix = 32
 
-    public init(path: String, memoryLimit: Int = PlaceFileWriter.defaultMemoryLimit) throws(PlaceDatabaseError) {
+    /// `mapLayer`: the file has a map layer, whose features come through `add(_:)` (none may).
+    public init(path: String, memoryLimit: Int = PlaceFileWriter.defaultMemoryLimit, mapLayer: Bool = false)
+        throws(PlaceDatabaseError)
+    {
         self.path = path
         self.memoryLimit = max(memoryLimit, 1 << 20)
         temporaryPath = "\(path).new-\(getpid())"
@@ -69,6 +76,7 @@ public final class PlaceFileWriter: PlaceSink {
             let directory = Self.directoryName(of: path)
             spill = try TemporaryFile(in: directory)
             points = try TemporaryFile(in: directory)
+            mapSpill = mapLayer ? try MapFeatureSpill(in: directory) : nil
         } catch {
             close(descriptor)
             unlink(temporaryPath)
@@ -126,6 +134,25 @@ public final class PlaceFileWriter: PlaceSink {
         }
     }
 
+    /// A map layer feature, checked and spilled; the first bad one (or any, to a writer made without a
+    /// map layer) is the failure `finish` throws. It touches nothing `add(_ place:)` does, so the two may
+    /// run on two threads (each on one at a time), as an import's are.
+    public func add(_ feature: MapFeature) {
+        guard mapFailure == nil else { return }
+        guard let mapSpill else {
+            mapFailure = .invalidFeature(id: feature.id, reason: "the file is written without a map layer")
+            return
+        }
+        do {
+            try mapSpill.add(feature)
+        } catch {
+            mapFailure = error
+        }
+    }
+
+    /// The map layer's features added so far; nil for a file without a map layer.
+    public var mapFeatureCount: Int? { mapSpill?.count }
+
     private func lacksAddress(_ number: Int) -> Bool { needsAddress[number / 64] & (1 << UInt64(number % 64)) != 0 }
 
     public func forEachPlaceLackingAddress(_ body: (_ number: Int, _ point: Coordinate) -> Void) {
@@ -173,11 +200,11 @@ public final class PlaceFileWriter: PlaceSink {
 
     // MARK: Finishing
 
-    /// Sorts, writes the SQLite part and the pack, syncs and renames the file into place. `mapFeatures`
-    /// (nil: none) is the map layer. `progress` hears each step's name.
-    public func finish(mapFeatures: [MapFeature]?, progress: ((String) -> Void)? = nil) throws(PlaceDatabaseError) {
+    /// Sorts, writes the SQLite part and the pack (and the map layer, if the writer was made with one),
+    /// syncs and renames the file into place. `progress` hears each step's name.
+    public func finish(progress: ((String) -> Void)? = nil) throws(PlaceDatabaseError) {
         if let failure { throw failure }
-        try PlaceDatabase.validate(mapFeatures ?? [])
+        if let mapFailure { throw mapFailure }
         try spillWriter.flush()
         try pointWriter.flush()
         let n = count
@@ -344,12 +371,12 @@ public final class PlaceFileWriter: PlaceSink {
                 insertKind.reset()
             }
             try PlaceDatabase.indexIDs(in: database, path: temporaryPath)
-            if let mapFeatures {
-                progress?("writing \(mapFeatures.count) map features")
-                try PlaceDatabase.writeMapLayer(mapFeatures, into: database)
+            if let mapSpill {
+                progress?("writing \(mapSpill.count) map features")
+                try PlaceDatabase.writeMapLayer(mapSpill, into: database)
             }
             try PlaceDatabase.writeMeta(
-                into: database, placeCount: n, mapFeatures: mapFeatures?.count, packID: PlacePack.hex(id))
+                into: database, placeCount: n, mapFeatures: mapSpill?.count, packID: PlacePack.hex(id))
             try database.execute("COMMIT")
         } catch {
             throw PlaceDatabase.lift(error, path: temporaryPath)

@@ -239,6 +239,64 @@ import Testing
         #expect(try PlaceDatabase.open(path: database.path).mapFeatureCount == Self.row.count)
     }
 
+    /// Features given to the writer one by one (as an import streams them) are checked as they come:
+    /// a bad one, or any to a writer made without a map layer, is what `finish` throws, and the file
+    /// already there stays as it was, no temporary file left.
+    @Test func theWriterChecksEachFeatureAsItComes() throws {
+        let (database, directory) = try Self.write(Self.row)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let dot = MapFeature(id: "osm:way/2", kind: .path, featureClass: "footway", geometry: .line([Self.at(0, 0)]))
+        for (mapLayer, features, bad, reason) in [
+            (true, [Self.row[0], dot, Self.row[1]], dot, "a line of one point"),
+            (false, [Self.street, Self.row[0]], Self.street, "the file is written without a map layer"),
+        ] {
+            let writer = try PlaceFileWriter(path: database.path, mapLayer: mapLayer)
+            for feature in features { writer.add(feature) }
+            #expect(throws: PlaceDatabaseError.invalidFeature(id: bad.id, reason: reason)) { try writer.finish() }
+        }
+        #expect(try PlaceDatabase.open(path: database.path).mapFeatureCount == Self.row.count)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".new-") }
+        #expect(leftovers.isEmpty)
+    }
+
+    /// A spilled record reads back as the row it was made from, names and all, also with the mapping's
+    /// pages given back after every record; a cut or lengthened record does not decode.
+    @Test func spilledRecordsReadBackAsWritten() throws {
+        let directory = TemporaryDirectory()
+        let spill = try MapFeatureSpill(in: directory.path)
+        let named = MapFeature(
+            id: "osm:way/7", kind: .street, featureClass: "residential", name: "Åkervägen \"A\"",
+            localizedNames: ["fi": "Peltotie", "sv": "Åkervägen"], geometry: .line([Self.at(0, 0), Self.at(3, 4)]))
+        let unnamed = MapFeature(
+            id: "osm:relation/9", kind: .water, featureClass: "", name: "",
+            geometry: MapLayerStoreTests.courtyard.geometry)
+        let features = [named, unnamed, Self.street, Self.courtyard] + Self.row
+        for feature in features { try spill.add(feature) }
+        #expect(spill.count == features.count)
+        #expect(spill.boxes == features.map { BoundsCoding.box($0.bounds) })
+        for releaseEvery in [1, 64 << 20] {
+            try spill.withRecords(releaseEvery: releaseEvery) { records in
+                for (number, feature) in features.enumerated() {
+                    let record = try #require(records.record(number))
+                    #expect(record.kind == feature.kind)
+                    #expect(String(decoding: record.id, as: UTF8.self) == feature.id)
+                    #expect(String(decoding: record.featureClass, as: UTF8.self) == feature.featureClass)
+                    #expect(record.name.map { String(decoding: $0, as: UTF8.self) } == feature.name)
+                    let names = record.names.map { String(decoding: $0, as: UTF8.self) }
+                    #expect(LocalizedNamesCoding.decode(names) == feature.localizedNames)
+                    #expect((names == nil) == feature.localizedNames.isEmpty)
+                    #expect(Array(record.geometry) == MapGeometryCoding.encode(feature.geometry))
+                }
+            }
+        }
+        var bytes: [UInt8] = []
+        MapFeatureRecord.encode(named, into: &bytes)
+        #expect(bytes.withUnsafeBytes { MapFeatureRecord($0) } != nil)
+        #expect(Array(bytes.dropLast()).withUnsafeBytes { MapFeatureRecord($0) } == nil, "a cut record")
+        #expect((bytes + [0]).withUnsafeBytes { MapFeatureRecord($0) } == nil, "a byte too many")
+        #expect(([99] + bytes.dropFirst()).withUnsafeBytes { MapFeatureRecord($0) } == nil, "an unknown kind")
+    }
+
     @Test func placesKeepTheirAddressSourceAndNames() throws {
         let helsinki = Place(
             id: "osm:node/25389429", name: "Helsinki", kind: "public_transport=station", address: "near Kaivokatu",

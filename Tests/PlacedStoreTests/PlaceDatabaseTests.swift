@@ -116,7 +116,7 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
             return (resolved[next].address, resolved[next].addressSource)
         }
         var steps: [String] = []
-        try writer.finish(mapFeatures: nil) { steps.append($0) }
+        try writer.finish { steps.append($0) }
         #expect(steps.contains { $0.contains("buckets") && !$0.contains(" 1 bucket") }, "\(steps)")
         #expect(writer.addressSources[.street] == resolved.filter { $0.addressSource == .street }.count)
 

@@ -64,14 +64,15 @@ enum ImportCommand: Command {
         let writer: PlaceFileWriter
         do {
             // The places stream to the file's writer as they are made: memory holds a few bytes a place.
-            writer = try PlaceFileWriter(path: database, memoryLimit: limit / 2)
+            let mapLayer = !context.arguments.has("no-map")
+            writer = try PlaceFileWriter(path: database, memoryLimit: limit / 2, mapLayer: mapLayer)
             extract = try OSM.importPlaces(
-                path: file, into: writer, mapLayer: !context.arguments.has("no-map"),
+                path: file, into: writer, mapLayer: mapLayer ? writer : nil,
                 passes: .automatic(memoryLimit: limit), scratchDirectory: writer.scratchDirectory
             ) {
                 bar?.update($0)
             }
-            try writer.finish(mapFeatures: extract.features) { step in bar?.show("\(step) → \(database)") }
+            try writer.finish { step in bar?.show("\(step) → \(database)") }
         } catch {
             bar?.clear()
             throw CommandFailure(command: spec.qualifiedName, message: "\(error)")
@@ -82,7 +83,10 @@ enum ImportCommand: Command {
             "imported \(writer.count.grouped) places from "
                 + "\(extract.statistics.elements.grouped) elements in \(seconds.formatted(decimals: 2)) s → \(database)"
         )
-        print(summary(of: extract, places: writer.count, sources: writer.addressSources).joined(separator: "\n"))
+        print(
+            summary(
+                of: extract, places: writer.count, mapFeatures: writer.mapFeatureCount, sources: writer.addressSources
+            ).joined(separator: "\n"))
     }
 
     /// "512M" → 536870912; nil for anything but a positive number with an optional K, M or G.
@@ -100,7 +104,9 @@ enum ImportCommand: Command {
     }
 
     /// The lines after the first: addresses, the map layer, multipolygons and what was skipped.
-    static func summary(of extract: PlaceExtract, places: Int, sources: [AddressSource: Int]) -> [String] {
+    static func summary(of extract: PlaceExtract, places: Int, mapFeatures: Int?, sources: [AddressSource: Int])
+        -> [String]
+    {
         let count = max(places, 1)
         func share(_ n: Int) -> String { "\((100 * Double(n) / Double(count)).formatted(decimals: 1)) %" }
         let withAddress = places - (sources[.none] ?? 0)
@@ -109,7 +115,7 @@ enum ImportCommand: Command {
                 + AddressSource.allCases.filter { $0 != .none }.map { "\($0.rawValue) \(share(sources[$0] ?? 0))" }
                 .joined(separator: ", ") + ")",
             "map layer: "
-                + (extract.features.map { "\($0.count.grouped) features" } ?? "left out (--no-map)"),
+                + (mapFeatures.map { "\($0.grouped) features" } ?? "left out (--no-map)"),
         ]
         let skipped = extract.statistics.skippedRelations
         var multipolygons = "multipolygons: \(extract.statistics.multipolygons.grouped) assembled"
