@@ -4,7 +4,9 @@ density at 10 M and 30 M places (about 100 M and 300 M nodes), kept in $PLACED_B
 (default /work/bench-data; never in the repository), and what placed does with them:
 
   import   placectl import --no-map: time and peak RSS beside osmium export (and osmium tags-filter,
-           then export) of the same file, in the same run
+           then export) of the same file, in the same run; with --map, the import with the map layer
+           (placectl's default), and with --import-baseline also the map layer's R*Tree searched in
+           both files (p50 of the daemon's box query at 150, 500 and 1000 m, same centres, in turns)
   daemon   placed exec to the first ranking a client reads (median of 3 cold starts: the file's pages
            out of the page cache first, as an import leaves them), RSS after start, RSS after a 500 km
            drive and its peak (a Rank every 50 m of route(), ranked through the catalog the daemon moves
@@ -21,7 +23,7 @@ The files are large (a 30 M extract is about 2 GB, its places file about 6 GB) a
 without --build, a missing one is skipped and named. Figures carry the load average (uptime).
 
 Usage: bench/big.py [--build] [--sizes 10M,30M] [--shapes city,countryside] [--parts import,daemon,index,rank]
-                    [--no-references] [--no-tags-filter] [--import-baseline PLACECTL] [--rounds N]
+                    [--no-references] [--no-tags-filter] [--import-baseline PLACECTL] [--rounds N] [--map]
                     [--rank-baseline PLACED]
 """
 import argparse
@@ -34,6 +36,8 @@ import pathlib
 import random
 import shutil
 import socket
+import sqlite3
+import statistics
 import struct
 import subprocess
 import sys
@@ -171,16 +175,18 @@ def extract(shape, size, build, bench):
     return path
 
 
-def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_filter=True):
+def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_filter=True, with_map=False):
     """With `baseline` (another build's placectl), both import each file `rounds` times in turns (this build
     first in odd rounds, the baseline first in even ones), then the two places files are compared byte by
-    byte (an import's date and pack id differ: about 60 bytes)."""
-    print("\nimport (--no-map), %d run(s) each, %s" % (rounds, load()))
+    byte (an import's date and pack id differ: about 60 bytes). `with_map`: the import with the map layer,
+    into files of their own (removed after), the other parts' files untouched."""
+    print("\nimport (%s), %d run(s) each, %s" % ("with the map layer" if with_map else "--no-map", rounds, load()))
     print("file                        placectl s  peak MB   osmium export s  peak MB   tags-filter+export s  peak MB"
           "   ratio (osmium/placectl)")
     for shape, size, pbf in files:
-        db = DATA / ("%s-%s.db" % (shape, size))
-        base_db = DATA / ("%s-%s.baseline.db" % (shape, size))
+        kind = ".map" if with_map else ""
+        db = DATA / ("%s-%s%s.db" % (shape, size, kind))
+        base_db = DATA / ("%s-%s%s.baseline.db" % (shape, size, kind))
         runs = {"this": [], "baseline": []}
         for round_number in range(rounds):
             order = [("this", placectl, db)] + ([("baseline", baseline, base_db)] if baseline else [])
@@ -188,17 +194,25 @@ def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_
                 order.reverse()
             for name, binary, target in order:
                 started_load = load()
-                elapsed, rss, user, system = timed_cpu([binary, "import", pbf, "--db", target, "--no-map"])
+                elapsed, rss, user, system = timed_cpu(
+                    [binary, "import", pbf, "--db", target] + ([] if with_map else ["--no-map"]))
                 runs[name].append((elapsed, rss))
                 print("  %-8s %-24s %7.1f s  %6.0f MB  user %6.1f s  sys %5.1f s  (%s at the start, %s at the end)"
                       % (name, pbf.name, elapsed, rss, user, system, started_load, load()), flush=True)
         ours, ours_rss = min(runs["this"])
         if baseline:
             theirs = min(runs["baseline"])[0]
-            compared = subprocess.run("cmp -l '%s' '%s' | wc -l" % (db, base_db), shell=True, capture_output=True,
-                                      text=True)
-            print("  best: this %.1f s, baseline %.1f s (%.2fx); the places files differ in %s bytes"
-                  % (ours, theirs, theirs / ours, compared.stdout.strip()))
+            if with_map:
+                # The builds' R*Trees may differ by design: the searches below compare them instead.
+                difference = "not compared (the map layer)"
+            else:
+                compared = subprocess.run("cmp -l '%s' '%s' | wc -l" % (db, base_db), shell=True,
+                                          capture_output=True, text=True)
+                difference = "differ in %s bytes" % compared.stdout.strip()
+            print("  best: this %.1f s, baseline %.1f s (%.2fx); the places files %s"
+                  % (ours, theirs, theirs / ours, difference))
+            if with_map:
+                map_searches(db, base_db)
             base_db.unlink()
         if not references:
             print("%-26s %10.1f   (osmium not run: --no-references)  (%s)" % (pbf.name, ours, load()), flush=True)
@@ -217,6 +231,43 @@ def import_part(files, placectl, references=True, baseline=None, rounds=1, tags_
         if baseline:
             print("  baseline: %.2fx osmium export" % (exported / theirs))
         print("  places file %s: %.0f MB" % (db.name, db.stat().st_size / 1e6))
+        if with_map:
+            db.unlink()
+
+
+def map_searches(db, base_db, queries=2000):
+    """The daemon's map query (PlaceDatabase.features: the R*Tree's boxes overlapping a square around the
+    centre) on this build's file and the baseline's, at the same random centres, three rounds in turns."""
+    files = [("this", db), ("baseline", base_db)]
+    connections = {name: sqlite3.connect("file:%s?mode=ro" % path, uri=True) for name, path in files}
+    query = ("SELECT id, min_lat, max_lat, min_lon, max_lon FROM map_bounds"
+             " WHERE max_lat >= ? AND min_lat <= ? AND max_lon >= ? AND min_lon <= ?")
+    first = connections["this"]
+    south, north, west, east = first.execute(
+        "SELECT min(min_lat), max(max_lat), min(min_lon), max(max_lon) FROM map_bounds").fetchone()
+    nodes = {name: c.execute("SELECT count(*) FROM map_bounds_node").fetchone()[0] for name, c in connections.items()}
+    print("  map layer R*Tree: %s nodes (this), %s (baseline)" % (nodes["this"], nodes["baseline"]))
+    randomness = random.Random(3)
+    for radius in (150, 500, 1000):
+        per_lat, per_lon = metres_per_degree((south + north) / 2e7)
+        d_lat, d_lon = int(radius / per_lat * 1e7), int(radius / per_lon * 1e7)
+        centres = [(randomness.randint(south + d_lat, north - d_lat), randomness.randint(west + d_lon, east - d_lon))
+                   for _ in range(queries)]
+        times = {"this": [], "baseline": []}
+        found = {"this": 0, "baseline": 0}
+        for round_number in range(3):
+            for name, _ in (files if round_number % 2 == 0 else files[::-1]):
+                connection = connections[name]
+                for latitude, longitude in centres:
+                    started = time.perf_counter()
+                    rows = connection.execute(query, (latitude - d_lat, latitude + d_lat, longitude - d_lon,
+                                                      longitude + d_lon)).fetchall()
+                    times[name].append(time.perf_counter() - started)
+                    found[name] += len(rows)
+        print("  map search %4d m: p50 this %.1f us, baseline %.1f us (%.2fx); boxes found %s / %s" % (
+            radius, statistics.median(times["this"]) * 1e6, statistics.median(times["baseline"]) * 1e6,
+            statistics.median(times["baseline"]) / statistics.median(times["this"]), found["this"],
+            found["baseline"]), flush=True)
 
 
 def metres_per_degree(latitude):
@@ -548,6 +599,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=1, help="import part: runs of each build (in turns)")
     parser.add_argument("--no-tags-filter", action="store_true",
                         help="import part: osmium export alone, without tags-filter + export (a third less time)")
+    parser.add_argument("--map", action="store_true",
+                        help="import part: the import with the map layer (placectl's default) instead of --no-map")
     parser.add_argument("--rank-baseline", default=os.environ.get("PLACED_RANK_BASELINE"),
                         help="a placed binary measured beside this build's in the rank part ($PLACED_RANK_BASELINE)")
     args = parser.parse_args()
@@ -570,7 +623,7 @@ def main():
                 subprocess.run([placectl, "import", pbf, "--db", db, "--no-map"], check=True, stdout=subprocess.DEVNULL)
     if "import" in parts:
         import_part(files, placectl, references=not args.no_references, baseline=args.import_baseline,
-                    rounds=args.rounds, tags_filter=not args.no_tags_filter)
+                    rounds=args.rounds, tags_filter=not args.no_tags_filter, with_map=args.map)
     if "daemon" in parts:
         daemon_part(files, placed)
     if "index" in parts:
