@@ -7,7 +7,7 @@ import PlacedCore
 /// The map layer on its way into a places file: each feature checked and encoded as the row it
 /// becomes (`MapFeatureRecord`) and appended to a nameless temporary file as it comes, memory keeping
 /// only where its record starts and its stored box (24 bytes a feature, where the features themselves
-/// took about 400: 5.5 GB for city-10M's 13 M). `writeMapLayer` reads the records back through a
+/// took about 400: 5.3 GB for city-10M's 13 M). `writeMapLayer` reads the records back through a
 /// mapping of the file, in the rows' order.
 final class MapFeatureSpill {
     private let file: TemporaryFile
