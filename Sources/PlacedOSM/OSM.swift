@@ -167,7 +167,8 @@ public struct ImportProgress: Sendable, Equatable {
 
 public struct PlaceExtract: Sendable {
     public var places: [Place]
-    /// The map layer; nil when it was not asked for.
+    /// The map layer kept in memory (`extractPlaces`); nil when it was not asked for, and from
+    /// `importPlaces`, whose map layer went to its sink.
     public var features: [MapFeature]?
     public var statistics: OSMStatistics
 

@@ -7,8 +7,8 @@ import PlacedCore
 /// The map layer on its way into a places file: each feature checked and encoded as the row it
 /// becomes (`MapFeatureRecord`) and appended to a nameless temporary file as it comes, memory keeping
 /// only where its record starts and its stored box (24 bytes a feature, where the features themselves
-/// took about 400: 5.3 GB for city-10M's 13 M). `writeMapLayer` reads the records back through a
-/// mapping of the file, in the rows' order.
+/// took about 400: 5.3 GB for city-10M's 13 M). `writeMapLayer` reads the records back one at a time
+/// (`Reader`) in the rows' order.
 final class MapFeatureSpill {
     private let file: TemporaryFile
     private var writer: FileWriter
@@ -25,61 +25,61 @@ final class MapFeatureSpill {
         writer = FileWriter(descriptor: file.descriptor, path: file.name, offset: 0)
     }
 
-    /// Checks `feature` (a bad one changes nothing here) and appends its record.
+    /// Checks `feature` and appends its record; a bad feature, or one that cannot be written, leaves the
+    /// spill as it was (but for the file's unwritten tail).
     func add(_ feature: MapFeature) throws(PlaceDatabaseError) {
         try PlaceDatabase.validate(feature)
         record.removeAll(keepingCapacity: true)
         MapFeatureRecord.encode(feature, into: &record)
-        starts.append(writer.offset)
-        boxes.append(BoundsCoding.box(feature.bounds))
+        let start = writer.offset
         try writer.append(record)
+        starts.append(start)
+        boxes.append(BoundsCoding.box(feature.bounds))
     }
 
-    /// Calls `body` with the records, by feature number, read in place from a mapping of the file;
-    /// pages already read are given back every `releaseBytes` of records so that the mapping's resident
-    /// size stays bounded.
-    func withRecords(releaseEvery releaseBytes: Int = 64 << 20, _ body: (Records) throws -> Void) throws {
+    /// A reader of the records written so far, by feature number.
+    func reader() throws(PlaceDatabaseError) -> Reader {
         try writer.flush()
-        let size = writer.offset
-        guard size > 0 else {
-            return try body(
-                Records(bytes: UnsafeRawBufferPointer(start: nil, count: 0), starts: starts, release: { _ in }))
-        }
-        guard let base = mmap(nil, size, PROT_READ, MAP_SHARED, file.descriptor, 0), base != MAP_FAILED else {
-            throw PlaceDatabaseError.cannotWrite(path: file.name, operation: "mmap", errno: errno)
-        }
-        defer { munmap(base, size) }
-        let bytes = UnsafeRawBufferPointer(start: base, count: size)
-        var readSinceRelease = 0
-        try body(
-            Records(bytes: bytes, starts: starts) { length in
-                readSinceRelease += length
-                if readSinceRelease >= releaseBytes {
-                    // The page cache keeps the pages; only this process's hold on them goes.
-                    madvise(base, size, MADV_DONTNEED)
-                    readSinceRelease = 0
-                }
-            })
+        return Reader(file: file, starts: starts, end: writer.offset)
     }
 
-    /// The spilled records, each read in place.
-    struct Records {
-        let bytes: UnsafeRawBufferPointer
-        let starts: [Int]
-        let release: (Int) -> Void
+    /// Reads a record at a time with one `pread` into a buffer it reuses: memory holds one record
+    /// whatever the order they are read in. (Rows are read in Z-order, which jumps about the file; a
+    /// mapping of it grew to the whole spill however often its pages were given back, as the kernel
+    /// maps a large folio around each read.)
+    final class Reader {
+        private let file: TemporaryFile
+        private let starts: [Int]
+        private let end: Int
+        private var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
 
-        init(bytes: UnsafeRawBufferPointer, starts: [Int], release: @escaping (Int) -> Void) {
-            self.bytes = bytes
+        fileprivate init(file: TemporaryFile, starts: [Int], end: Int) {
+            self.file = file
             self.starts = starts
-            self.release = release
+            self.end = end
         }
 
-        /// Feature `number`'s record; nil if it does not decode (the file changed under the import).
-        func record(_ number: Int) -> MapFeatureRecord? {
-            let end = number + 1 < starts.count ? starts[number + 1] : bytes.count
-            guard starts[number] <= end, end <= bytes.count else { return nil }
-            release(end - starts[number])
-            return MapFeatureRecord(UnsafeRawBufferPointer(rebasing: bytes[starts[number]..<end]))
+        deinit { buffer.deallocate() }
+
+        /// Feature `number`'s record, its bytes valid until the next call; nil if it does not decode.
+        func record(_ number: Int) throws(PlaceDatabaseError) -> MapFeatureRecord? {
+            let start = starts[number]
+            let count = (number + 1 < starts.count ? starts[number + 1] : end) - start
+            guard count >= 0 else { return nil }
+            if count > buffer.count {
+                buffer.deallocate()
+                buffer = .allocate(byteCount: max(count, 2 * buffer.count), alignment: 8)
+            }
+            var done = 0
+            while done < count {
+                let n = pread(file.descriptor, buffer.baseAddress! + done, count - done, off_t(start + done))
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    throw .cannotWrite(path: file.name, operation: "read", errno: n < 0 ? errno : EIO)
+                }
+                done += n
+            }
+            return MapFeatureRecord(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
     }
 }

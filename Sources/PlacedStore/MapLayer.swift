@@ -80,33 +80,34 @@ extension PlaceDatabase {
     }
 
     /// Writes the map layer into a new file's open transaction from its spill: rows in Z-order of their
-    /// boxes' centres, so that a neighbourhood's rows share pages, each bound from its record in place;
+    /// boxes' centres, so that a neighbourhood's rows share pages, each bound from its record's bytes;
     /// their boxes as a packed R-tree (`writeBounds`).
     static func writeMapLayer(_ spill: MapFeatureSpill, into database: Database) throws {
         let insertFeature = try database.prepare(
             "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        // The record's bytes are bound in place (borrowed) and belong to the reader: unbound before it goes.
+        defer { insertFeature.clearBindings() }
         let order = zOrder(spill.boxes)
-        try spill.withRecords { records in
-            for (number, index) in order.enumerated() {
-                guard let row = records.record(index) else {
-                    throw PlaceDatabaseError.corrupt(
-                        path: "map layer spill", detail: "feature \(index) does not decode")
-                }
-                try insertFeature.bind(Int64(number + 1), at: 1)
-                try insertFeature.bind(borrowedText: row.id, at: 2)
-                try insertFeature.bind(row.kind.rawValue, at: 3)
-                try insertFeature.bind(borrowedText: row.featureClass, at: 4)
-                for (text, parameter) in [(row.name, Int32(5)), (row.names, 6)] {
-                    if let text {
-                        try insertFeature.bind(borrowedText: text, at: parameter)
-                    } else {
-                        try insertFeature.bindNull(at: parameter)
-                    }
-                }
-                try insertFeature.bind(borrowedBlob: row.geometry, at: 7)
-                try insertFeature.step()
-                insertFeature.reset()
+        let records = try spill.reader()
+        for (number, index) in order.enumerated() {
+            guard let row = try records.record(index) else {
+                throw PlaceDatabaseError.corrupt(
+                    path: database.path, detail: "map feature \(index)'s spilled row does not decode")
             }
+            try insertFeature.bind(Int64(number + 1), at: 1)
+            try insertFeature.bind(borrowedText: row.id, at: 2)
+            try insertFeature.bind(row.kind.rawValue, at: 3)
+            try insertFeature.bind(borrowedText: row.featureClass, at: 4)
+            for (text, parameter) in [(row.name, Int32(5)), (row.names, 6)] {
+                if let text {
+                    try insertFeature.bind(borrowedText: text, at: parameter)
+                } else {
+                    try insertFeature.bindNull(at: parameter)
+                }
+            }
+            try insertFeature.bind(borrowedBlob: row.geometry, at: 7)
+            try insertFeature.step()
+            insertFeature.reset()
         }
         try writeBounds(order.map { spill.boxes[$0] }, into: database)
     }
@@ -191,7 +192,8 @@ extension PlaceDatabase {
         return boxes.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }
     }
 
-    /// Bad input changes nothing: every feature is checked as it is added, before a file is created.
+    /// Bad input changes nothing: every feature is checked as it is added (`replace`: before a file is
+    /// created; an import: before its file is renamed into place).
     static func validate(_ feature: MapFeature) throws(PlaceDatabaseError) {
         guard !feature.id.isEmpty else { throw .invalidFeature(id: "", reason: "empty id") }
         switch feature.geometry {

@@ -50,7 +50,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     private var failure: PlaceDatabaseError?
     /// The map layer's features as they came (nil: a file without a map layer), and the first bad one:
     /// apart from the places' state, as an import adds places on its spill thread and features on its own.
-    private let mapSpill: MapFeatureSpill?
+    private var mapSpill: MapFeatureSpill?
     private var mapFailure: PlaceDatabaseError?
     private var finished = false
     private var encoder = RecordEncoder()
@@ -59,7 +59,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     /// longitude f64.
     static let spillPrefix = 32
 
-    /// `mapLayer`: the file has a map layer, whose features come through `add(_:)` (none may).
+    /// `mapLayer`: the file has a map layer, whose features come through `add(_ feature:)` (none may).
     public init(path: String, memoryLimit: Int = PlaceFileWriter.defaultMemoryLimit, mapLayer: Bool = false)
         throws(PlaceDatabaseError)
     {
@@ -77,6 +77,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
             spill = try TemporaryFile(in: directory)
             points = try TemporaryFile(in: directory)
             mapSpill = mapLayer ? try MapFeatureSpill(in: directory) : nil
+            mapFeatureCount = mapLayer ? 0 : nil
         } catch {
             close(descriptor)
             unlink(temporaryPath)
@@ -145,13 +146,14 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         }
         do {
             try mapSpill.add(feature)
+            mapFeatureCount = mapSpill.count
         } catch {
             mapFailure = error
         }
     }
 
     /// The map layer's features added so far; nil for a file without a map layer.
-    public var mapFeatureCount: Int? { mapSpill?.count }
+    public private(set) var mapFeatureCount: Int?
 
     private func lacksAddress(_ number: Int) -> Bool { needsAddress[number / 64] & (1 << UInt64(number % 64)) != 0 }
 
@@ -374,9 +376,11 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
             if let mapSpill {
                 progress?("writing \(mapSpill.count) map features")
                 try PlaceDatabase.writeMapLayer(mapSpill, into: database)
+                // Its file and its starts and boxes go now, not after the pack's copy and sync.
+                self.mapSpill = nil
             }
             try PlaceDatabase.writeMeta(
-                into: database, placeCount: n, mapFeatures: mapSpill?.count, packID: PlacePack.hex(id))
+                into: database, placeCount: n, mapFeatures: mapFeatureCount, packID: PlacePack.hex(id))
             try database.execute("COMMIT")
         } catch {
             throw PlaceDatabase.lift(error, path: temporaryPath)

@@ -332,6 +332,9 @@ public final class Statement {
         sqlite3_reset(handle)
     }
 
+    /// Forgets every bound value: borrowed bytes (`bind(borrowedText:at:)`) may then go.
+    func clearBindings() { sqlite3_clear_bindings(handle) }
+
     // MARK: Columns
 
     public func isNull(at column: Int32) -> Bool {
