@@ -1,9 +1,5 @@
 import PlacedCore
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The map layer on its way into a places file: each feature checked and encoded as the row it
 /// becomes (`MapFeatureRecord`) and appended to a nameless temporary file as it comes, memory keeping
 /// only where its record starts and its stored box (24 bytes a feature, where the features themselves
@@ -70,15 +66,7 @@ final class MapFeatureSpill {
                 buffer.deallocate()
                 buffer = .allocate(byteCount: max(count, 2 * buffer.count), alignment: 8)
             }
-            var done = 0
-            while done < count {
-                let n = pread(file.descriptor, buffer.baseAddress! + done, count - done, off_t(start + done))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    throw .cannotWrite(path: file.name, operation: "read", errno: n < 0 ? errno : EIO)
-                }
-                done += n
-            }
+            try file.read(at: start, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
             return MapFeatureRecord(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
     }

@@ -634,22 +634,29 @@ final class TemporaryFile {
 
     func read(at offset: Int, count: Int) throws(PlaceDatabaseError) -> [UInt8] {
         // Not zeroed first (a bucket is up to half the memory limit): every byte is read into.
-        var failure: Int32?
+        var failure: PlaceDatabaseError?
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var done = 0
-            while done < count {
-                let n = pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset + done))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    failure = n < 0 ? errno : EIO
-                    break
-                }
-                done += n
+            do throws(PlaceDatabaseError) {
+                try read(at: offset, into: UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: count))
+                initialized = count
+            } catch {
+                failure = error
+                initialized = 0
             }
-            initialized = failure == nil ? count : 0
         }
-        if let failure { throw .cannotWrite(path: name, operation: "read", errno: failure) }
+        if let failure { throw failure }
         return bytes
+    }
+
+    /// Fills `buffer` from `offset` on (pread until it is full; a short file is EIO).
+    func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(PlaceDatabaseError) {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: n < 0 ? errno : EIO) }
+            done += n
+        }
     }
 
     func readAll(size: Int) throws(PlaceDatabaseError) -> [UInt8] { size == 0 ? [] : try read(at: 0, count: size) }
