@@ -33,6 +33,14 @@ final class MapFeatureSpill {
         boxes.append(BoundsCoding.box(feature.bounds))
     }
 
+    /// The boxes, taken out: the spill then holds none, nor its records' starts (the rows are written
+    /// by then; reading them again is a programming error).
+    func takeBoxes() -> [PackedRTree.Box] {
+        starts = []
+        defer { boxes = [] }
+        return boxes
+    }
+
     /// A reader of the records written so far, by feature number.
     func reader() throws(PlaceDatabaseError) -> Reader {
         try writer.flush()

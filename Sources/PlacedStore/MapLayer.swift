@@ -81,16 +81,26 @@ extension PlaceDatabase {
 
     /// Writes the map layer into a new file's open transaction from its spill: rows in Z-order of their
     /// boxes' centres, so that a neighbourhood's rows share pages, each bound from its record's bytes;
-    /// their boxes as a packed R-tree (`writeBounds`).
+    /// their boxes as a packed R-tree (`writeBounds`). Memory beyond the spill's 24 bytes a feature:
+    /// the order's 4 and its sort's, then the tree's (`PackedRTree`), the spill's record starts given
+    /// back before it is built.
     static func writeMapLayer(_ spill: MapFeatureSpill, into database: Database) throws {
+        let order = zOrder(spill.boxes)
+        try writeRows(spill, in: order, into: database)
+        var boxes = spill.takeBoxes()
+        permute(&boxes, by: order)
+        try writeBounds(boxes, into: database)
+    }
+
+    /// `map_features`' rows, row n + 1 the spilled feature `order[n]`.
+    private static func writeRows(_ spill: MapFeatureSpill, in order: [UInt32], into database: Database) throws {
         let insertFeature = try database.prepare(
             "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
         // The record's bytes are bound in place (borrowed) and belong to the reader: unbound before it goes.
         defer { insertFeature.clearBindings() }
-        let order = zOrder(spill.boxes)
         let records = try spill.reader()
         for (number, index) in order.enumerated() {
-            guard let row = try records.record(index) else {
+            guard let row = try records.record(Int(index)) else {
                 throw PlaceDatabaseError.corrupt(
                     path: database.path, detail: "map feature \(index)'s spilled row does not decode")
             }
@@ -109,7 +119,29 @@ extension PlaceDatabase {
             try insertFeature.step()
             insertFeature.reset()
         }
-        try writeBounds(order.map { spill.boxes[$0] }, into: database)
+    }
+
+    /// Rearranges `boxes` in place so that `boxes[n]` becomes the old `boxes[order[n]]` (`order` a
+    /// permutation of their indices), following each cycle of it once: a bit a box to mark those moved,
+    /// where a rearranged copy would take 16 bytes a box.
+    static func permute(_ boxes: inout [PackedRTree.Box], by order: [UInt32]) {
+        precondition(order.count == boxes.count, "an order of other boxes")
+        var moved = [UInt64](repeating: 0, count: (boxes.count + 63) / 64)
+        func isMoved(_ index: Int) -> Bool { moved[index >> 6] & (1 << UInt64(index & 63)) != 0 }
+        for start in boxes.indices where !isMoved(start) {
+            let first = boxes[start]
+            var index = start
+            while true {
+                moved[index >> 6] |= 1 << UInt64(index & 63)
+                let source = Int(order[index])
+                if source == start {
+                    boxes[index] = first
+                    break
+                }
+                boxes[index] = boxes[source]
+                index = source
+            }
+        }
     }
 
     /// `map_bounds` (entry n + 1: `boxes[n]`) built whole as a `PackedRTree` and written straight into
@@ -133,13 +165,12 @@ extension PlaceDatabase {
         try database.allowShadowTableWrites()
         let nodeLength = Int(rootLength)
         let tree = PackedRTree(
-            entries: boxes.enumerated().map { number, box in PackedRTree.Cell(reference: Int64(number + 1), box: box) },
-            capacity: (nodeLength - 4) / RTreeNodeCoding.cellLength)
+            boxes: boxes, firstReference: 1, capacity: (nodeLength - 4) / RTreeNodeCoding.cellLength)
 
         let replaceRoot = try database.prepare("UPDATE map_bounds_node SET data = ?2 WHERE nodeno = ?1")
         let insertNode = try database.prepare("INSERT INTO map_bounds_node(nodeno, data) VALUES (?, ?)")
         var blob = [UInt8](repeating: 0, count: nodeLength)
-        var leafOfEntry = [Int64](repeating: 0, count: boxes.count)
+        var leafOfEntry = [UInt32](repeating: 0, count: boxes.count)
         for number in 1...Int64(tree.nodeCount) {
             let cells = tree.nodeCells(number)
             RTreeNodeCoding.encode(cells, depth: number == 1 ? tree.depth : 0, into: &blob)
@@ -149,13 +180,13 @@ extension PlaceDatabase {
             try write.step()
             write.reset()
             if number >= tree.firstLeaf {
-                for cell in cells { leafOfEntry[Int(cell.reference) - 1] = number }
+                for cell in cells { leafOfEntry[Int(cell.reference) - 1] = UInt32(number) }
             }
         }
         let insertRowid = try database.prepare("INSERT INTO map_bounds_rowid(rowid, nodeno) VALUES (?, ?)")
         for (index, leaf) in leafOfEntry.enumerated() {
             try insertRowid.bind(Int64(index + 1), at: 1)
-            try insertRowid.bind(leaf, at: 2)
+            try insertRowid.bind(Int64(leaf), at: 2)
             try insertRowid.step()
             insertRowid.reset()
         }
@@ -169,27 +200,36 @@ extension PlaceDatabase {
     }
 
     /// The boxes' indices sorted by the Z-order (Morton) code of their centres, 16 bits a coordinate
-    /// over the layer's extent.
-    private static func zOrder(_ boxes: [PackedRTree.Box]) -> [Int] {
-        guard boxes.count > 1 else { return Array(boxes.indices) }
-        let centres = boxes.map(\.doubledCentre)
-        let minLatitude = centres.map(\.latitude).min()!
-        let minLongitude = centres.map(\.longitude).min()!
-        let spanLatitude = Double(max(centres.map(\.latitude).max()! - minLatitude, 1))
-        let spanLongitude = Double(max(centres.map(\.longitude).max()! - minLongitude, 1))
-        func spread(_ value: UInt32) -> UInt32 {
-            var x = value & 0xFFFF
+    /// over the layer's extent (ties by index): each sorted as one word, code above index.
+    static func zOrder(_ boxes: [PackedRTree.Box]) -> [UInt32] {
+        precondition(boxes.count <= Int(UInt32.max), "more boxes than 32-bit indices reach")
+        guard boxes.count > 1 else { return boxes.indices.map { UInt32($0) } }
+        var minimum = boxes[0].doubledCentre
+        var maximum = minimum
+        for box in boxes {
+            let centre = box.doubledCentre
+            minimum = (min(minimum.latitude, centre.latitude), min(minimum.longitude, centre.longitude))
+            maximum = (max(maximum.latitude, centre.latitude), max(maximum.longitude, centre.longitude))
+        }
+        let spanLatitude = Double(max(maximum.latitude - minimum.latitude, 1))
+        let spanLongitude = Double(max(maximum.longitude - minimum.longitude, 1))
+        func spread(_ value: UInt32) -> UInt64 {
+            var x = UInt64(value & 0xFFFF)
             x = (x | x << 8) & 0x00FF_00FF
             x = (x | x << 4) & 0x0F0F_0F0F
             x = (x | x << 2) & 0x3333_3333
             x = (x | x << 1) & 0x5555_5555
             return x
         }
-        let codes = centres.map { centre in
-            spread(UInt32(Double(centre.latitude - minLatitude) / spanLatitude * 65535)) << 1
-                | spread(UInt32(Double(centre.longitude - minLongitude) / spanLongitude * 65535))
+        var keys = boxes.indices.map { index in
+            let centre = boxes[index].doubledCentre
+            let code =
+                spread(UInt32(Double(centre.latitude - minimum.latitude) / spanLatitude * 65535)) << 1
+                | spread(UInt32(Double(centre.longitude - minimum.longitude) / spanLongitude * 65535))
+            return code << 32 | UInt64(index)
         }
-        return boxes.indices.sorted { (codes[$0], $0) < (codes[$1], $1) }
+        keys.sort()
+        return keys.map { UInt32(truncatingIfNeeded: $0) }
     }
 
     /// Bad input changes nothing: every feature is checked as it is added (`replace`: before a file is
@@ -235,7 +275,7 @@ enum BoundsCoding {
 enum RTreeNodeCoding {
     static let cellLength = 8 + 4 * 4
 
-    static func encode(_ cells: ArraySlice<PackedRTree.Cell>, depth: Int, into blob: inout [UInt8]) {
+    static func encode(_ cells: [PackedRTree.Cell], depth: Int, into blob: inout [UInt8]) {
         precondition(4 + cells.count * cellLength <= blob.count, "more cells than a node holds")
         blob.withUnsafeMutableBytes { node in
             node.initializeMemory(as: UInt8.self, repeating: 0)

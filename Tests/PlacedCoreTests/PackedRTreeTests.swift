@@ -9,18 +9,20 @@ import Testing
 @Suite struct PackedRTreeTests {
     typealias Box = PackedRTree.Box
 
-    static func randomEntries(_ count: Int, seed: UInt64, span: Int32 = 10_000_000, size: Int32 = 5_000)
-        -> [PackedRTree.Cell]
-    {
+    static func randomBoxes(_ count: Int, seed: UInt64, span: Int32 = 10_000_000, size: Int32 = 5_000) -> [Box] {
         var random = SplitMix64(seed: seed)
-        return (0..<count).map { index in
+        return (0..<count).map { _ in
             let latitude = Int32.random(in: -span...span, using: &random)
             let longitude = Int32.random(in: -span...span, using: &random)
-            let box = Box(
+            return Box(
                 minLatitude: latitude, maxLatitude: latitude + Int32.random(in: 0...size, using: &random),
                 minLongitude: longitude, maxLongitude: longitude + Int32.random(in: 0...size, using: &random))
-            return PackedRTree.Cell(reference: Int64(index + 1) * 3, box: box)
         }
+    }
+
+    /// The cells a tree over `boxes` numbered from `firstReference` holds at its leaves.
+    static func entries(_ boxes: [Box], firstReference: Int64) -> [PackedRTree.Cell] {
+        boxes.enumerated().map { PackedRTree.Cell(reference: firstReference + Int64($0), box: $1) }
     }
 
     static func overlaps(_ a: Box, _ b: Box) -> Bool {
@@ -76,9 +78,9 @@ import Testing
 
     @Test(arguments: [(0, 51), (1, 51), (51, 51), (52, 51), (2_601, 51), (2_602, 51), (10_000, 4), (30_000, 51)])
     func shapeAndFill(count: Int, capacity: Int) {
-        let entries = Self.randomEntries(count, seed: UInt64(count))
-        let tree = PackedRTree(entries: entries, capacity: capacity)
-        Self.checkShape(tree, entries: entries, capacity: capacity)
+        let boxes = Self.randomBoxes(count, seed: UInt64(count))
+        let tree = PackedRTree(boxes: boxes, firstReference: 7, capacity: capacity)
+        Self.checkShape(tree, entries: Self.entries(boxes, firstReference: 7), capacity: capacity)
         // The fewest levels the capacity allows: ⌈log_capacity(count)⌉ below the root.
         var levels = 0
         var reach = capacity
@@ -90,14 +92,15 @@ import Testing
     }
 
     @Test func anEmptyTreeIsOneEmptyRoot() {
-        let tree = PackedRTree(entries: [], capacity: 51)
+        let tree = PackedRTree(boxes: [], capacity: 51)
         #expect(tree.nodeCount == 1 && tree.depth == 0 && tree.firstLeaf == 1)
         #expect(tree.nodeCells(1).isEmpty)
     }
 
     @Test func searchesFindWhatAScanFinds() {
-        let entries = Self.randomEntries(20_000, seed: 5, span: 1_000_000, size: 20_000)
-        let tree = PackedRTree(entries: entries, capacity: 51)
+        let boxes = Self.randomBoxes(20_000, seed: 5, span: 1_000_000, size: 20_000)
+        let tree = PackedRTree(boxes: boxes, firstReference: 1, capacity: 51)
+        let entries = Self.entries(boxes, firstReference: 1)
         var random = SplitMix64(seed: 6)
         var found = 0
         for _ in 0..<300 {
@@ -116,25 +119,25 @@ import Testing
 
     @Test func manyBoxesOnOnePointStillMakeAValidTree() {
         let point = Box(minLatitude: 5, maxLatitude: 5, minLongitude: 7, maxLongitude: 7)
-        let entries = (0..<5_000).map { PackedRTree.Cell(reference: Int64($0), box: point) }
-        let tree = PackedRTree(entries: entries, capacity: 51)
-        Self.checkShape(tree, entries: entries, capacity: 51)
+        let boxes = Array(repeating: point, count: 5_000)
+        let tree = PackedRTree(boxes: boxes, capacity: 51)
+        Self.checkShape(tree, entries: Self.entries(boxes, firstReference: 0), capacity: 51)
         #expect(Self.search(tree, point).count == 5_000)
     }
 
     @Test func neighboursShareLeaves() {
         // A 100 × 100 grid of points at capacity 25: STR's leaves are 5 × 5 squares of the grid, so a
         // leaf's box spans 4 steps each way, where an arbitrary grouping would span the grid.
-        var entries: [PackedRTree.Cell] = []
+        var boxes: [Box] = []
         for row in 0..<100 {
             for column in 0..<100 {
-                let point = Box(
-                    minLatitude: Int32(row) * 10, maxLatitude: Int32(row) * 10, minLongitude: Int32(column) * 10,
-                    maxLongitude: Int32(column) * 10)
-                entries.append(PackedRTree.Cell(reference: Int64(row * 100 + column), box: point))
+                boxes.append(
+                    Box(
+                        minLatitude: Int32(row) * 10, maxLatitude: Int32(row) * 10, minLongitude: Int32(column) * 10,
+                        maxLongitude: Int32(column) * 10))
             }
         }
-        let tree = PackedRTree(entries: entries, capacity: 25)
+        let tree = PackedRTree(boxes: boxes, capacity: 25)
         for leaf in tree.firstLeaf...Int64(tree.nodeCount) {
             let cells = tree.nodeCells(leaf)
             let box = cells.dropFirst().reduce(cells.first!.box) { $0.union($1.box) }

@@ -283,6 +283,10 @@ import Testing
         #expect(spill.count == features.count)
         #expect(spill.boxes == features.map { BoundsCoding.box($0.bounds) })
         let records = try spill.reader()
+        defer {
+            #expect(spill.takeBoxes() == features.map { BoundsCoding.box($0.bounds) })
+            #expect(spill.count == 0 && spill.boxes.isEmpty, "the spill keeps nothing once its boxes are taken")
+        }
         // In an order that jumps about the file, as the rows' Z-order does, each twice.
         for number in (features.indices.reversed() + features.indices).filter({ $0 % 3 != 1 }) + [1, 4, 1] {
             let feature = features[number]
@@ -317,6 +321,35 @@ import Testing
             let decoded = record(absentAt: field).withUnsafeBytes { MapFeatureRecord($0) != nil }
             #expect(decoded == (field == 2 || field == 3), "field \(field) absent")
         }
+    }
+
+    @Test(arguments: [0, 1, 2, 63, 64, 65, 1_000])
+    func boxesArePermutedInPlaceAsTheOrderSays(count: Int) {
+        var random = SplitMix64(seed: UInt64(count) + 1)
+        let boxes = (0..<count).map { _ in
+            let corner = Int32.random(in: -1_000...1_000, using: &random)
+            return PackedRTree.Box(minLatitude: corner, maxLatitude: corner + 5, minLongitude: -corner, maxLongitude: 9)
+        }
+        // Random cycles of every length, and the identity.
+        for order in [Array(0..<UInt32(count)).shuffled(using: &random), Array(0..<UInt32(count))] {
+            var permuted = boxes
+            PlaceDatabase.permute(&permuted, by: order)
+            #expect(permuted == order.map { boxes[Int($0)] })
+        }
+    }
+
+    @Test func theZOrderSortsCentresByTheirInterleavedBits() {
+        // A 4 × 4 grid given in reverse: Z-order visits each 2 × 2 quarter before the next.
+        let boxes = (0..<16).reversed().map { (cell: Int) -> PackedRTree.Box in
+            let latitude = Int32(cell / 4) * 100
+            let longitude = Int32(cell % 4) * 100
+            return PackedRTree.Box(
+                minLatitude: latitude, maxLatitude: latitude, minLongitude: longitude, maxLongitude: longitude + 2)
+        }
+        let visited = PlaceDatabase.zOrder(boxes).map { 15 - Int($0) }
+        #expect(visited == [0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15])
+        #expect(PlaceDatabase.zOrder(Array(repeating: boxes[0], count: 5)) == [0, 1, 2, 3, 4], "ties by index")
+        #expect(PlaceDatabase.zOrder([]).isEmpty && PlaceDatabase.zOrder([boxes[3]]) == [0])
     }
 
     @Test func placesKeepTheirAddressSourceAndNames() throws {

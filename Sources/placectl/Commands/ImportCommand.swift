@@ -27,7 +27,7 @@ enum ImportCommand: Command {
             A file that would not fit in --memory-limit (default 512M; K, M, G suffixes) read in
             memory is imported from disk: every node's location goes to a temporary file beside the
             database and the addresses to temporary files by area, so memory is bounded by the limit
-            and 20 bytes a place (the places' final sort) and about 100 a map feature (its order and tree),
+            and 20 bytes a place (the places' final sort) and about 40 a map feature (its box, order and tree),
             not by the nodes. It is read twice (nodes and ways, then the multipolygons' member
             ways) and must be sorted by type, then id, as 'osmium sort' and OpenStreetMap's extracts
             write it; the progress bar names the pass. Its temporary files need free disk beside
