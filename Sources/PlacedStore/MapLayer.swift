@@ -82,13 +82,16 @@ extension PlaceDatabase {
     /// Writes the map layer into a new file's open transaction from its spill: rows in Z-order of their
     /// boxes' centres, so that a neighbourhood's rows share pages, each bound from its record's bytes;
     /// their boxes as a packed R-tree (`writeBounds`). Memory beyond the spill's 24 bytes a feature:
-    /// the order's 4 and its sort's, then the tree's (`PackedRTree`), the spill's record starts given
-    /// back before it is built.
+    /// the Z-order's sort keys (8 and the sort's scratch) and then its 4, and the tree's
+    /// (`PackedRTree`), built once the spill's record starts and the order are given back.
     static func writeMapLayer(_ spill: MapFeatureSpill, into database: Database) throws {
-        let order = zOrder(spill.boxes)
-        try writeRows(spill, in: order, into: database)
-        var boxes = spill.takeBoxes()
-        permute(&boxes, by: order)
+        var boxes: [PackedRTree.Box]
+        do {
+            let order = zOrder(spill.boxes)
+            try writeRows(spill, in: order, into: database)
+            boxes = spill.takeBoxes()
+            permute(&boxes, by: order)
+        }
         try writeBounds(boxes, into: database)
     }
 

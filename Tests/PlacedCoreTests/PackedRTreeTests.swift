@@ -91,6 +91,95 @@ import Testing
         #expect(tree.depth == levels)
     }
 
+    /// The tree as first written (every level's cells whole, sorted by their centres): the model the
+    /// packed one, which keeps leaves as entry numbers, must equal node for node, so that a places
+    /// file's tree stays what it was.
+    struct ModelTree {
+        var cells: [[PackedRTree.Cell]] = []
+        var parents: [Int64] = [0]
+        var depth = 0
+        var firstLeaf: Int64 = 1
+
+        init(_ entries: [PackedRTree.Cell], capacity: Int) {
+            guard !entries.isEmpty else {
+                cells = [[]]
+                return
+            }
+            func tile(_ cells: [PackedRTree.Cell]) -> (sorted: [PackedRTree.Cell], nodes: [Range<Int>]) {
+                let n = cells.count
+                guard n > capacity else { return (cells, [0..<n]) }
+                let nodeCount = (n + capacity - 1) / capacity
+                func start(_ node: Int) -> Int { node * n / nodeCount }
+                let centres = cells.map(\.box.doubledCentre)
+                var order = Array(0..<n)
+                order.sort { (centres[$0].latitude, $0) < (centres[$1].latitude, $1) }
+                var bands = 1
+                while bands * bands < nodeCount { bands += 1 }
+                for band in 0..<bands {
+                    let range = start(band * nodeCount / bands)..<start((band + 1) * nodeCount / bands)
+                    order[range].sort { (centres[$0].longitude, $0) < (centres[$1].longitude, $1) }
+                }
+                return (order.map { cells[$0] }, (0..<nodeCount).map { start($0)..<start($0 + 1) })
+            }
+            var levels: [(cells: [PackedRTree.Cell], nodes: [Range<Int>])] = []
+            var level = entries
+            repeat {
+                let (sorted, nodes) = tile(level)
+                levels.append((sorted, nodes))
+                level = nodes.enumerated().map { index, range in
+                    PackedRTree.Cell(
+                        reference: Int64(index),
+                        box: sorted[range].dropFirst().reduce(sorted[range.lowerBound].box) { $0.union($1.box) })
+                }
+            } while levels.last!.nodes.count > 1
+            depth = levels.count - 1
+            var order: [[Int]] = Array(repeating: [], count: levels.count)
+            var number: [[Int64]] = Array(repeating: [], count: levels.count)
+            order[depth] = [0]
+            var next: Int64 = 1
+            for height in stride(from: depth, through: 0, by: -1) {
+                number[height] = [Int64](repeating: 0, count: levels[height].nodes.count)
+                for node in order[height] {
+                    number[height][node] = next
+                    next += 1
+                }
+                guard height > 0 else { break }
+                order[height - 1] = order[height].flatMap {
+                    levels[height].cells[levels[height].nodes[$0]].map { Int($0.reference) }
+                }
+            }
+            firstLeaf = number[0][order[0][0]]
+            for height in stride(from: depth, through: 0, by: -1) {
+                for node in order[height] {
+                    cells.append(
+                        levels[height].cells[levels[height].nodes[node]].map { cell in
+                            guard height > 0 else { return cell }
+                            parents.append(number[height][node])
+                            return PackedRTree.Cell(
+                                reference: number[height - 1][Int(cell.reference)], box: cell.box)
+                        })
+                }
+            }
+        }
+    }
+
+    @Test(arguments: [(0, 51), (1, 51), (51, 51), (52, 51), (2_601, 51), (2_602, 51), (10_000, 4), (30_000, 51)])
+    func theTreeIsTheModelsNodeForNode(count: Int, capacity: Int) {
+        let boxes = Self.randomBoxes(count, seed: UInt64(count) + 11, span: 100_000)
+        let tree = PackedRTree(boxes: boxes, firstReference: 1, capacity: capacity)
+        let model = ModelTree(Self.entries(boxes, firstReference: 1), capacity: capacity)
+        #expect(tree.depth == model.depth && tree.firstLeaf == model.firstLeaf)
+        #expect(tree.parents == model.parents)
+        #expect(tree.nodeCount == model.cells.count)
+        #expect((1...Int64(tree.nodeCount)).map(tree.nodeCells) == model.cells)
+        // Ties everywhere: every box on one of three points.
+        let tied = (0..<count).map { boxes[$0 % 3] }
+        let tiedModel = ModelTree(Self.entries(tied, firstReference: 0), capacity: capacity)
+        let tiedTree = PackedRTree(boxes: tied, capacity: capacity)
+        #expect(tiedTree.parents == tiedModel.parents)
+        #expect((1...Int64(tiedTree.nodeCount)).map(tiedTree.nodeCells) == tiedModel.cells)
+    }
+
     @Test func anEmptyTreeIsOneEmptyRoot() {
         let tree = PackedRTree(boxes: [], capacity: 51)
         #expect(tree.nodeCount == 1 && tree.depth == 0 && tree.firstLeaf == 1)
