@@ -67,6 +67,11 @@ final class MapFeatureSpill {
 
         /// Feature `number`'s record, its bytes valid until the next call; nil if it does not decode.
         func record(_ number: Int) throws(PlaceDatabaseError) -> MapFeatureRecord? {
+            try bytes(number).flatMap(MapFeatureRecord.init)
+        }
+
+        /// Feature `number`'s record as spilled, valid until the next call; nil if its extent is not one.
+        func bytes(_ number: Int) throws(PlaceDatabaseError) -> UnsafeRawBufferPointer? {
             let start = starts[number]
             let count = (number + 1 < starts.count ? starts[number + 1] : end) - start
             guard count >= 0 else { return nil }
@@ -75,7 +80,7 @@ final class MapFeatureSpill {
                 buffer = .allocate(byteCount: max(count, 2 * buffer.count), alignment: 8)
             }
             try file.read(at: start, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
-            return MapFeatureRecord(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            return UnsafeRawBufferPointer(rebasing: buffer[0..<count])
         }
     }
 }

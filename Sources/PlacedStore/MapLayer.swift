@@ -95,33 +95,19 @@ extension PlaceDatabase {
         try writeBounds(boxes, into: database)
     }
 
-    /// `map_features`' rows, row n + 1 the spilled feature `order[n]`.
+    /// `map_features`' rows, row n + 1 the spilled feature `order[n]`: read here, inserted on a thread
+    /// of their own (`MapRowInserter`).
     private static func writeRows(_ spill: MapFeatureSpill, in order: [UInt32], into database: Database) throws {
-        let insertFeature = try database.prepare(
-            "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        // The record's bytes are bound in place (borrowed) and belong to the reader: unbound before it goes.
-        defer { insertFeature.clearBindings() }
+        let rows = try MapRowInserter(into: database)
+        defer { rows.stop() }
         let records = try spill.reader()
-        for (number, index) in order.enumerated() {
-            guard let row = try records.record(Int(index)) else {
-                throw PlaceDatabaseError.corrupt(
-                    path: database.path, detail: "map feature \(index)'s spilled row does not decode")
+        for index in order {
+            guard let record = try records.bytes(Int(index)) else {
+                throw PlaceDatabaseError.corrupt(path: database.path, detail: MapRowInserter.undecodable(index))
             }
-            try insertFeature.bind(Int64(number + 1), at: 1)
-            try insertFeature.bind(borrowedText: row.id, at: 2)
-            try insertFeature.bind(row.kind.rawValue, at: 3)
-            try insertFeature.bind(borrowedText: row.featureClass, at: 4)
-            for (text, parameter) in [(row.name, Int32(5)), (row.names, 6)] {
-                if let text {
-                    try insertFeature.bind(borrowedText: text, at: parameter)
-                } else {
-                    try insertFeature.bindNull(at: parameter)
-                }
-            }
-            try insertFeature.bind(borrowedBlob: row.geometry, at: 7)
-            try insertFeature.step()
-            insertFeature.reset()
+            rows.add(record: record, feature: index)
         }
+        try rows.finish()
     }
 
     /// Rearranges `boxes` in place so that `boxes[n]` becomes the old `boxes[order[n]]` (`order` a

@@ -179,6 +179,47 @@ import Testing
 
     /// Trees of one node and of two levels, and none: `rtreecheck` passes, the nodes and depth are
     /// those of a packed tree at 51 cells a node, and a search finds every box.
+    /// Every row is its feature's, in the boxes' Z-order, numbered from 1: rows go in on a thread of
+    /// their own in batches of 1,024, 64 an INSERT, so 2,113 features make two whole batches and a
+    /// third of one whole statement and a tail of one row alone.
+    @Test func everyRowIsItsFeaturesInZOrder() throws {
+        var random = SplitMix64(seed: 29)
+        let features = (0..<2_113).map { number in
+            let east = random.uniform(in: -2_000...2_000), north = random.uniform(in: -2_000...2_000)
+            switch number % 3 {
+            case 0: return Self.building(number + 1, east: east, north: north)
+            case 1:
+                return MapFeature(
+                    id: "osm:way/\(number + 1)", kind: .street, featureClass: "residential", name: "Katu \(number)",
+                    localizedNames: number % 2 == 0 ? ["sv": "Gatan \(number)"] : [:],
+                    geometry: .line([Self.at(east, north), Self.at(east + 30, north + 4)]))
+            default:
+                return MapFeature(
+                    id: "osm:relation/\(number + 1)", kind: .water, featureClass: "pond", name: "",
+                    geometry: Self.building(number, east: east, north: north).geometry)
+            }
+        }
+        let (written, directory) = try Self.write(features)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try Database(path: written.path, mode: .readOnly)
+        let rows = try database.prepare(
+            "SELECT rowid, id, kind, class, name, names, geometry FROM map_features ORDER BY rowid")
+        let order = PlaceDatabase.zOrder(features.map { BoundsCoding.box($0.bounds) })
+        var count = 0
+        while try rows.step() {
+            let feature = features[Int(order[count])]
+            #expect(rows.int64(at: 0) == Int64(count + 1))
+            #expect(rows.text(at: 1) == feature.id)
+            #expect(rows.text(at: 2) == feature.kind.rawValue)
+            #expect(rows.text(at: 3) == feature.featureClass)
+            #expect(rows.text(at: 4) == feature.name)
+            #expect(LocalizedNamesCoding.decode(rows.text(at: 5)) == feature.localizedNames)
+            #expect(rows.withBlob(at: 6) { Array($0) } == MapGeometryCoding.encode(feature.geometry))
+            count += 1
+        }
+        #expect(count == features.count)
+    }
+
     @Test(arguments: [(0, 1, 0), (1, 1, 0), (51, 1, 0), (52, 3, 1)])
     func smallBoundsTrees(features count: Int, nodes: Int64, depth: Int) throws {
         let features = (0..<count).map {
