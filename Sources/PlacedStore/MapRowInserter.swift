@@ -8,22 +8,12 @@ import PlacedThreads
 final class MapRowInserter {
     /// Rows a job: enough that the hand-over costs nothing beside the inserts, few enough to be small.
     static let batchSize = 1_024
-    /// Rows an INSERT statement takes at once: the statement's own cost shared by them.
-    static let rowsAStatement = 64
-    private static let parametersARow: Int32 = 7
-
-    static func insertSQL(rows: Int) -> String {
-        let row = "(" + Array(repeating: "?", count: Int(parametersARow)).joined(separator: ", ") + ")"
-        let values = Array(repeating: row, count: rows).joined(separator: ", ")
-        return "INSERT INTO map_features(rowid, id, kind, class, name, names, geometry) VALUES \(values)"
-    }
 
     static func undecodable(_ feature: UInt32) -> String { "map feature \(feature)'s spilled row does not decode" }
 
-    private let insert: Statement
-    private let insertMany: Statement
-    private let path: String
+    private let insert: MultiRowInsert
     private let worker = OrderedWorker(depth: 4)
+    /// The first failure on the worker (set there, read after `wait`).
     private let failure = FailureBox()
     /// The batch: its records end to end, where each ends, each one's feature number (for an error).
     private var bytes: [UInt8] = []
@@ -32,9 +22,9 @@ final class MapRowInserter {
     private var nextRowid: Int64 = 1
 
     init(into database: Database) throws(SQLiteError) {
-        insert = try database.prepare(Self.insertSQL(rows: 1))
-        insertMany = try database.prepare(Self.insertSQL(rows: Self.rowsAStatement))
-        path = database.path
+        insert = try MultiRowInsert(
+            into: "map_features", columns: "rowid, id, kind, class, name, names, geometry", parametersARow: 7,
+            rowsAStatement: 64, on: database)
         ends.reserveCapacity(Self.batchSize)
         features.reserveCapacity(Self.batchSize)
     }
@@ -48,12 +38,11 @@ final class MapRowInserter {
     }
 
     /// Waits for every row; throws the first failure (a record that does not decode, SQLite's error).
-    func finish() throws {
+    func finish() throws(SQLiteError) {
         flush()
         worker.wait()
         // Their text was borrowed from batches that are gone.
         insert.clearBindings()
-        insertMany.clearBindings()
         if let error = failure.error { throw error }
     }
 
@@ -67,14 +56,15 @@ final class MapRowInserter {
         self.bytes.removeAll(keepingCapacity: true)
         self.ends.removeAll(keepingCapacity: true)
         self.features.removeAll(keepingCapacity: true)
-        let (insert, insertMany, failure, path) = (insert, insertMany, failure, path)
+        let (insert, failure) = (insert, failure)
         worker.submit {
             guard failure.error == nil else { return }
             bytes.withUnsafeBytes { raw in
-                func bind(_ offset: Int, to statement: Statement, after parameter: Int32) throws {
+                func bind(_ offset: Int, to statement: Statement, after parameter: Int32) throws(SQLiteError) {
                     let start = offset == 0 ? 0 : ends[offset - 1]
                     guard let row = MapFeatureRecord(UnsafeRawBufferPointer(rebasing: raw[start..<ends[offset]])) else {
-                        throw PlaceDatabaseError.corrupt(path: path, detail: Self.undecodable(features[offset]))
+                        throw SQLiteError(
+                            code: SQLITE_CORRUPT, message: Self.undecodable(features[offset]), operation: "decode")
                     }
                     try statement.bind(first + Int64(offset), at: parameter + 1)
                     try statement.bind(borrowedText: row.id, at: parameter + 2)
@@ -89,21 +79,8 @@ final class MapRowInserter {
                     }
                     try statement.bind(borrowedBlob: row.geometry, at: parameter + 7)
                 }
-                do {
-                    var start = 0
-                    while ends.count - start >= Self.rowsAStatement {
-                        for row in 0..<Self.rowsAStatement {
-                            try bind(start + row, to: insertMany, after: Self.parametersARow * Int32(row))
-                        }
-                        try insertMany.step()
-                        insertMany.reset()
-                        start += Self.rowsAStatement
-                    }
-                    for offset in start..<ends.count {
-                        try bind(offset, to: insert, after: 0)
-                        try insert.step()
-                        insert.reset()
-                    }
+                do throws(SQLiteError) {
+                    try insert.insert(count: ends.count, bind: bind)
                 } catch {
                     failure.error = error
                 }
@@ -112,6 +89,6 @@ final class MapRowInserter {
     }
 
     private final class FailureBox: @unchecked Sendable {
-        var error: (any Error)?
+        var error: SQLiteError?
     }
 }

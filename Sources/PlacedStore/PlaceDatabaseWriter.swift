@@ -149,13 +149,6 @@ extension PlaceDatabase {
     /// Parameters a row takes.
     static let parametersARow: Int32 = 14
 
-    /// An INSERT of `rows` places' rows at once (`bind` each after `parametersARow` × its index).
-    static func insertSQL(rows: Int) -> String {
-        let row = "(" + Array(repeating: "?", count: Int(parametersARow)).joined(separator: ", ") + ")"
-        let values = Array(repeating: row, count: rows).joined(separator: ", ")
-        return "INSERT INTO places(\(placeColumns)) VALUES \(values)"
-    }
-
     /// The unique index of ids, after the rows; a repeated id is named.
     static func indexIDs(in database: Database, path: String) throws {
         do throws(SQLiteError) {

@@ -304,10 +304,8 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         var areaCoordinates: [Coordinate] = []
         var areaReaches: [Double] = []
         do {
-            let insert = try database.prepare(PlaceDatabase.insertSQL(rows: 1))
-            let insertMany = try database.prepare(PlaceDatabase.insertSQL(rows: RowInserter.rowsAStatement))
             // The rows go in on a thread of their own while this one reads the buckets and writes the pack.
-            rows = RowInserter(insert: insert, insertMany: insertMany, kinds: kinds)
+            rows = try RowInserter(into: database, kinds: kinds)
             for (number, bucket) in buckets.enumerated() {
                 let first = number * perBucket
                 let size = bucketWriters[number].offset
@@ -760,10 +758,6 @@ final class RowInserter {
     /// Places a job: enough that the hand-over costs nothing beside the inserts, few enough to be small.
     static let batchSize = 2_048
 
-    /// Rows an INSERT statement takes at once: the statement's own cost (a cursor opened, the program
-    /// run and halted) shared by them; the rows are those of inserting each alone.
-    static let rowsAStatement = 64
-
     private struct Row {
         let start: Int
         let length: Int
@@ -771,8 +765,7 @@ final class RowInserter {
         let coordinate: Coordinate
     }
 
-    private let insert: Statement
-    private let insertMany: Statement
+    private let insert: MultiRowInsert
     private let worker = OrderedWorker(depth: 4)
     private let texts: FixedTexts
     private var bytes: [UInt8] = []
@@ -782,9 +775,11 @@ final class RowInserter {
     /// The first failure on the worker (set there, read after `wait`).
     private let failure = FailureBox()
 
-    init(insert: Statement, insertMany: Statement, kinds: [String]) {
-        self.insert = insert
-        self.insertMany = insertMany
+    /// On the writer's connection, the kinds by number.
+    init(into database: Database, kinds: [String]) throws(SQLiteError) {
+        insert = try MultiRowInsert(
+            into: "places", columns: PlaceDatabase.placeColumns, parametersARow: PlaceDatabase.parametersARow,
+            rowsAStatement: 64, on: database)
         texts = FixedTexts(kinds: kinds)
         rows.reserveCapacity(Self.batchSize)
     }
@@ -814,7 +809,6 @@ final class RowInserter {
         self.rows.removeAll(keepingCapacity: true)
         self.bytes.removeAll(keepingCapacity: true)
         let insert = insert
-        let insertMany = insertMany
         let failure = failure
         let texts = texts
         worker.submit {
@@ -833,21 +827,7 @@ final class RowInserter {
                         coordinate: row.coordinate, to: statement, after: parameter)
                 }
                 do throws(SQLiteError) {
-                    let many = Self.rowsAStatement
-                    var start = 0
-                    while rows.count - start >= many {
-                        for row in 0..<many {
-                            try bind(start + row, to: insertMany, after: PlaceDatabase.parametersARow * Int32(row))
-                        }
-                        try insertMany.step()
-                        insertMany.reset()
-                        start += many
-                    }
-                    for offset in start..<rows.count {
-                        try bind(offset, to: insert, after: 0)
-                        try insert.step()
-                        insert.reset()
-                    }
+                    try insert.insert(count: rows.count, bind: bind)
                 } catch {
                     failure.error = error
                 }

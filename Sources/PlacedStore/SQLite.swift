@@ -399,3 +399,50 @@ public final class Blob {
         }
     }
 }
+
+/// A bulk INSERT of many rows a statement: the statement's own cost (a cursor opened, the program run
+/// and halted, the reset) shared by `rowsAStatement` rows, the rows those of inserting each alone;
+/// the rows after the last whole statement go in one at a time. The caller binds each row's values.
+struct MultiRowInsert {
+    let parametersARow: Int32
+    let rowsAStatement: Int
+    private let single: Statement
+    private let many: Statement
+
+    /// INSERT INTO `table`(`columns`), `parametersARow` of them.
+    init(into table: String, columns: String, parametersARow: Int32, rowsAStatement: Int, on database: Database)
+        throws(SQLiteError)
+    {
+        self.parametersARow = parametersARow
+        self.rowsAStatement = rowsAStatement
+        let row = "(" + Array(repeating: "?", count: Int(parametersARow)).joined(separator: ", ") + ")"
+        func sql(rows: Int) -> String {
+            "INSERT INTO \(table)(\(columns)) VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
+        }
+        single = try database.prepare(sql(rows: 1))
+        many = try database.prepare(sql(rows: rowsAStatement))
+    }
+
+    /// Inserts rows 0 ..< `count`: `bind(row, statement, after)` binds row's values to `statement`'s
+    /// parameters after the first `after`.
+    func insert(count: Int, bind: (Int, Statement, Int32) throws(SQLiteError) -> Void) throws(SQLiteError) {
+        var start = 0
+        while count - start >= rowsAStatement {
+            for row in 0..<rowsAStatement { try bind(start + row, many, parametersARow * Int32(row)) }
+            try many.step()
+            many.reset()
+            start += rowsAStatement
+        }
+        for row in start..<count {
+            try bind(row, single, 0)
+            try single.step()
+            single.reset()
+        }
+    }
+
+    /// Unbinds both statements: text bound borrowed must not be read once its memory goes.
+    func clearBindings() {
+        single.clearBindings()
+        many.clearBindings()
+    }
+}
