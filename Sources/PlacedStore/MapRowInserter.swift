@@ -12,7 +12,7 @@ final class MapRowInserter {
     static func undecodable(_ feature: UInt32) -> String { "map feature \(feature)'s spilled row does not decode" }
 
     private let insert: MultiRowInsert
-    private let worker = OrderedWorker(depth: 4)
+    private let worker: OrderedWorker
     /// The first failure on the worker (set there, read after `wait`).
     private let failure = FailureBox()
     /// The batch: its records end to end, where each ends, each one's feature number (for an error).
@@ -24,7 +24,9 @@ final class MapRowInserter {
     init(into database: Database) throws(SQLiteError) {
         insert = try MultiRowInsert(
             into: "map_features", columns: "rowid, id, kind, class, name, names, geometry", parametersARow: 7,
-            rowsAStatement: 64, on: database)
+            on: database)
+        // Its thread once nothing can throw: nothing would stop it.
+        worker = OrderedWorker(depth: 4)
         ends.reserveCapacity(Self.batchSize)
         features.reserveCapacity(Self.batchSize)
     }
@@ -41,8 +43,6 @@ final class MapRowInserter {
     func finish() throws(SQLiteError) {
         flush()
         worker.wait()
-        // Their text was borrowed from batches that are gone.
-        insert.clearBindings()
         if let error = failure.error { throw error }
     }
 

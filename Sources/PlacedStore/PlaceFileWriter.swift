@@ -766,7 +766,7 @@ final class RowInserter {
     }
 
     private let insert: MultiRowInsert
-    private let worker = OrderedWorker(depth: 4)
+    private let worker: OrderedWorker
     private let texts: FixedTexts
     private var bytes: [UInt8] = []
     private var rows: [Row] = []
@@ -779,7 +779,9 @@ final class RowInserter {
     init(into database: Database, kinds: [String]) throws(SQLiteError) {
         insert = try MultiRowInsert(
             into: "places", columns: PlaceDatabase.placeColumns, parametersARow: PlaceDatabase.parametersARow,
-            rowsAStatement: 64, on: database)
+            on: database)
+        // Its thread once nothing can throw: nothing would stop it.
+        worker = OrderedWorker(depth: 4)
         texts = FixedTexts(kinds: kinds)
         rows.reserveCapacity(Self.batchSize)
     }

@@ -409,10 +409,11 @@ struct MultiRowInsert {
     private let single: Statement
     private let many: Statement
 
-    /// INSERT INTO `table`(`columns`), `parametersARow` of them.
-    init(into table: String, columns: String, parametersARow: Int32, rowsAStatement: Int, on database: Database)
-        throws(SQLiteError)
-    {
+    /// INSERT INTO `table`(`columns`), `parametersARow` of them. 64 rows a statement wrote the places'
+    /// rows 11 % faster than 16 did, 256 no faster than 64 (BENCHMARKS, "64 rows an INSERT").
+    init(
+        into table: String, columns: String, parametersARow: Int32, rowsAStatement: Int = 64, on database: Database
+    ) throws(SQLiteError) {
         self.parametersARow = parametersARow
         self.rowsAStatement = rowsAStatement
         let row = "(" + Array(repeating: "?", count: Int(parametersARow)).joined(separator: ", ") + ")"
@@ -425,7 +426,12 @@ struct MultiRowInsert {
 
     /// Inserts rows 0 ..< `count`: `bind(row, statement, after)` binds row's values to `statement`'s
     /// parameters after the first `after`.
+    /// Unbinds them after, on every path: text bound borrowed must not be read once its memory goes.
     func insert(count: Int, bind: (Int, Statement, Int32) throws(SQLiteError) -> Void) throws(SQLiteError) {
+        defer {
+            single.clearBindings()
+            many.clearBindings()
+        }
         var start = 0
         while count - start >= rowsAStatement {
             for row in 0..<rowsAStatement { try bind(start + row, many, parametersARow * Int32(row)) }
@@ -438,11 +444,5 @@ struct MultiRowInsert {
             try single.step()
             single.reset()
         }
-    }
-
-    /// Unbinds both statements: text bound borrowed must not be read once its memory goes.
-    func clearBindings() {
-        single.clearBindings()
-        many.clearBindings()
     }
 }

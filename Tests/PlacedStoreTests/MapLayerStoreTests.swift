@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import PlacedCore
 import PlacedTestSupport
@@ -177,8 +178,6 @@ import Testing
         try compareSearches(changed, seed: 13)
     }
 
-    /// Trees of one node and of two levels, and none: `rtreecheck` passes, the nodes and depth are
-    /// those of a packed tree at 51 cells a node, and a search finds every box.
     /// Every row is its feature's, in the boxes' Z-order, numbered from 1: rows go in on a thread of
     /// their own in batches of 1,024, 64 an INSERT, so 2,113 features make two whole batches and a
     /// third of one whole statement and a tail of one row alone.
@@ -220,6 +219,33 @@ import Testing
         #expect(count == features.count)
     }
 
+    /// A record that does not decode fails the rows on their thread as the damage it is, naming the
+    /// feature; the rows stop there (the import then throws its file away).
+    @Test func aRecordThatDoesNotDecodeIsNamedByItsFeature() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path + "/rows.db", mode: .readWriteCreate)
+        try database.execute(
+            "CREATE TABLE map_features(id TEXT, kind TEXT, class TEXT, name TEXT, names TEXT, geometry BLOB)")
+        let rows = try MapRowInserter(into: database)
+        defer { rows.stop() }
+        var record: [UInt8] = []
+        MapFeatureRecord.encode(Self.street, into: &record)
+        for feature in 0..<UInt32(1_500) {
+            let bytes = feature == 1_100 ? Array(record.dropLast()) : record
+            bytes.withUnsafeBytes { rows.add(record: $0, feature: feature * 2) }
+        }
+        #expect {
+            try rows.finish()
+        } throws: { error in
+            let error = error as? SQLiteError
+            return error?.code == SQLITE_CORRUPT && error?.message == "map feature 2200's spilled row does not decode"
+        }
+        // The first batch and the second's first statement of 64 are in; none from the bad row's on.
+        #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 1_024 + 64)
+    }
+
+    /// Trees of one node and of two levels, and none: `rtreecheck` passes, the nodes and depth are
+    /// those of a packed tree at 51 cells a node, and a search finds every box.
     @Test(arguments: [(0, 1, 0), (1, 1, 0), (51, 1, 0), (52, 3, 1)])
     func smallBoundsTrees(features count: Int, nodes: Int64, depth: Int) throws {
         let features = (0..<count).map {
