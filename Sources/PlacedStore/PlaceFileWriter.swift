@@ -750,96 +750,42 @@ final class SpillReader {
     }
 }
 
-/// The places' SQLite rows inserted in order on an `OrderedWorker`, in batches: the thread that reads
-/// the buckets goes on with the pack meanwhile. A row is bound from the place's spilled record itself
-/// (`RecordColumns`: no `Place` made, no text copied into SQLite), copied with its point and kind into
-/// the batch; the rows are the ones inserting each decoded place would make.
+/// The places' SQLite rows inserted in order on a thread of their own (`BatchedRowInserter`): the
+/// thread that reads the buckets goes on with the pack meanwhile. A row is bound from the place's spilled
+/// record itself (`RecordColumns`: no `Place` made, no text copied into SQLite), copied with its point and
+/// kind into the batch; the rows are the ones inserting each decoded place would make.
 final class RowInserter {
-    /// Places a job: enough that the hand-over costs nothing beside the inserts, few enough to be small.
     static let batchSize = 2_048
 
-    private struct Row {
-        let start: Int
-        let length: Int
-        let kind: Int
-        let coordinate: Coordinate
-    }
-
-    private let insert: MultiRowInsert
-    private let worker: OrderedWorker
-    private let texts: FixedTexts
-    private var bytes: [UInt8] = []
-    private var rows: [Row] = []
-    /// The next row's place number (its rowid less 1).
-    private var nextNumber = 0
-    /// The first failure on the worker (set there, read after `wait`).
-    private let failure = FailureBox()
+    private let rows: BatchedRowInserter<(kind: Int, coordinate: Coordinate)>
 
     /// On the writer's connection, the kinds by number.
     init(into database: Database, kinds: [String]) throws(SQLiteError) {
-        insert = try MultiRowInsert(
+        let insert = try MultiRowInsert(
             into: "places", columns: PlaceDatabase.placeColumns, parametersARow: PlaceDatabase.parametersARow,
             on: database)
-        // Its thread once nothing can throw: nothing would stop it.
-        worker = OrderedWorker(depth: 4)
-        texts = FixedTexts(kinds: kinds)
-        rows.reserveCapacity(Self.batchSize)
+        let texts = FixedTexts(kinds: kinds)
+        rows = BatchedRowInserter(batchSize: Self.batchSize, insert: insert) {
+            (row, record, number, statement, parameter) throws(SQLiteError) in
+            guard let columns = RecordColumns(record), row.kind < texts.kinds.count else {
+                throw SQLiteError(
+                    code: SQLITE_CORRUPT, message: "spilled place \(number) does not decode", operation: "decode")
+            }
+            try PlaceDatabase.bind(
+                columns, kind: texts.kinds[row.kind], source: texts.sources[columns.sourceCode],
+                coordinate: row.coordinate, to: statement, after: parameter)
+        }
     }
 
     /// The place of `record` (its spilled bytes), at `coordinate`, of kind number `kind`.
     func add(record: UnsafeRawBufferPointer, kind: UInt32, coordinate: Coordinate) {
-        rows.append(Row(start: bytes.count, length: record.count, kind: Int(kind), coordinate: coordinate))
-        bytes.append(contentsOf: record)
-        if rows.count == Self.batchSize { flush() }
+        rows.add((Int(kind), coordinate), record: record)
     }
 
     /// Waits for every row; throws the first insert's failure.
-    func finish() throws(SQLiteError) {
-        flush()
-        worker.wait()
-        if let error = failure.error { throw error }
-    }
+    func finish() throws(SQLiteError) { try rows.finish() }
 
-    func stop() { worker.stop() }
-
-    private func flush() {
-        guard !rows.isEmpty else { return }
-        let rows = rows
-        let bytes = bytes
-        let first = nextNumber
-        nextNumber += rows.count
-        self.rows.removeAll(keepingCapacity: true)
-        self.bytes.removeAll(keepingCapacity: true)
-        let insert = insert
-        let failure = failure
-        let texts = texts
-        worker.submit {
-            guard failure.error == nil else { return }
-            bytes.withUnsafeBytes { raw in
-                func bind(_ offset: Int, to statement: Statement, after parameter: Int32) throws(SQLiteError) {
-                    let row = rows[offset]
-                    let record = UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + row.length])
-                    guard let columns = RecordColumns(record), row.kind < texts.kinds.count else {
-                        throw SQLiteError(
-                            code: SQLITE_CORRUPT, message: "spilled place \(first + offset) does not decode",
-                            operation: "decode")
-                    }
-                    try PlaceDatabase.bind(
-                        columns, kind: texts.kinds[row.kind], source: texts.sources[columns.sourceCode],
-                        coordinate: row.coordinate, to: statement, after: parameter)
-                }
-                do throws(SQLiteError) {
-                    try insert.insert(count: rows.count, bind: bind)
-                } catch {
-                    failure.error = error
-                }
-            }
-        }
-    }
-
-    private final class FailureBox: @unchecked Sendable {
-        var error: SQLiteError?
-    }
+    func stop() { rows.stop() }
 
     /// The kinds' and the address sources' UTF-8 in one buffer that lives as long as a job may bind from
     /// it (SQLite keeps a pointer to bound text until the row is stepped).
