@@ -1,86 +1,150 @@
 import PlacedCore
 
 /// The map layer on its way into a places file: each feature checked and encoded as the row it
-/// becomes (`MapFeatureRecord`) and appended to a nameless temporary file as it comes, memory keeping
-/// only where its record starts and its stored box (24 bytes a feature, where the features themselves
-/// took about 400: 5.3 GB for city-10M's 13 M). `writeMapLayer` reads the records back one at a time
-/// (`Reader`) in the rows' order.
+/// becomes (`MapFeatureRecord`) and appended to a nameless temporary file as it comes, and its `Entry`
+/// (its box and where its record is, 32 bytes) to another, memory keeping only the extent of the
+/// boxes' centres: the layer costs the import nothing that grows with it until it is written, where
+/// the features themselves took about 400 bytes each (5.3 GB for city-10M's 13 M) and their boxes
+/// and record starts in memory 24 (943 MB for city-30M's 39 M).
+///
+/// `forEachInHilbertOrder` reads them back in the rows' order, bucket by bucket (`HilbertOrder`).
 final class MapFeatureSpill {
+    /// A spilled feature: its box as `map_bounds` stores it, where its record is, and its number
+    /// (its place in the order features came).
+    struct Entry: Equatable {
+        var box: PackedRTree.Box
+        var start: Int
+        var length: UInt32
+        var number: UInt32
+    }
+
+    /// What ordering a bucket takes a feature: its entry, its sort key and the sort's scratch.
+    static let bytesPerOrderedEntry = MemoryLayout<Entry>.stride + 16
+
+    private let directory: String
     private let file: TemporaryFile
     private var writer: FileWriter
+    private let entryFile: TemporaryFile
+    private var entryWriter: FileWriter
     private var record: [UInt8] = []
-    /// Where feature n's record starts in the file.
-    private(set) var starts: [Int] = []
-    /// Feature n's box as `map_bounds` stores it.
-    private(set) var boxes: [PackedRTree.Box] = []
+    private var order = HilbertOrder()
 
-    var count: Int { starts.count }
+    private(set) var count = 0
 
     init(in directory: String) throws(PlaceDatabaseError) {
+        self.directory = directory
         file = try TemporaryFile(in: directory)
         writer = FileWriter(descriptor: file.descriptor, path: file.name, offset: 0)
+        entryFile = try TemporaryFile(in: directory)
+        entryWriter = FileWriter(descriptor: entryFile.descriptor, path: entryFile.name, offset: 0, buffer: 1 << 16)
     }
 
     /// Checks `feature` and appends its record; a bad feature, or one that cannot be written, leaves the
-    /// spill as it was (but for the file's unwritten tail).
+    /// spill as it was (but for the files' unwritten tails).
     func add(_ feature: MapFeature) throws(PlaceDatabaseError) {
         try PlaceDatabase.validate(feature)
+        precondition(count < Int(UInt32.max), "more map features than 32-bit numbers reach")
         record.removeAll(keepingCapacity: true)
         MapFeatureRecord.encode(feature, into: &record)
-        let start = writer.offset
+        let entry = Entry(
+            box: BoundsCoding.box(feature.bounds), start: writer.offset, length: UInt32(record.count),
+            number: UInt32(count))
         try writer.append(record)
-        starts.append(start)
-        boxes.append(BoundsCoding.box(feature.bounds))
+        try withUnsafeBytes(of: entry) { (bytes) throws(PlaceDatabaseError) in try entryWriter.append(bytes) }
+        order.include(entry.box)
+        count += 1
     }
 
-    /// The boxes, taken out: the spill then holds none, nor its records' starts (the rows are written
-    /// by then; reading them again is a programming error).
-    func takeBoxes() -> [PackedRTree.Box] {
-        starts = []
-        defer { boxes = [] }
-        return boxes
-    }
-
-    /// A reader of the records written so far, by feature number.
-    func reader() throws(PlaceDatabaseError) -> Reader {
+    /// Calls `body` with every feature's entry and record (its bytes valid until the next call) in
+    /// the Hilbert order of the boxes' centres, ties in the order they came. The entries are first
+    /// counted along the curve, then distributed into buckets of consecutive stretches of it (at most
+    /// 256, each about `memoryLimit / 2` of `bytesPerOrderedEntry`), and each bucket in turn is read,
+    /// sorted in memory and visited: memory holds one bucket. (A stretch of the curve a 65,536th of
+    /// it long is never split, so a bucket can outgrow its share where the boxes crowd into one.)
+    func forEachInHilbertOrder(
+        memoryLimit: Int, _ body: (Entry, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         try writer.flush()
-        return Reader(file: file, starts: starts, end: writer.offset)
+        try entryWriter.flush()
+        guard count > 0 else { return }
+        let stretches = 1 << 16
+        func stretch(_ entry: Entry) -> Int { Int(order.code(of: entry.box) >> 16) }
+
+        var counts = [Int](repeating: 0, count: stretches)
+        try forEachEntry { counts[stretch($0)] += 1 }
+        let perBucketLimit = max(1 << 16, memoryLimit / 2) / Self.bytesPerOrderedEntry
+        let wanted = min(max(1, (count + perBucketLimit - 1) / perBucketLimit), 256)
+        let perBucket = (count + wanted - 1) / wanted
+        var bucketOfStretch = [UInt8](repeating: 0, count: stretches)
+        var sizes = [0]
+        for index in 0..<stretches {
+            if sizes[sizes.count - 1] >= perBucket, counts[index] > 0, sizes.count < wanted { sizes.append(0) }
+            bucketOfStretch[index] = UInt8(sizes.count - 1)
+            sizes[sizes.count - 1] += counts[index]
+        }
+        counts = []
+
+        var buckets: [TemporaryFile] = []
+        var writers: [FileWriter] = []
+        for _ in sizes.indices {
+            let bucket = try TemporaryFile(in: directory)
+            buckets.append(bucket)
+            writers.append(FileWriter(descriptor: bucket.descriptor, path: bucket.name, offset: 0, buffer: 1 << 16))
+        }
+        try forEachEntry { entry in
+            let bucket = Int(bucketOfStretch[stretch(entry)])
+            try withUnsafeBytes(of: entry) { (bytes) throws(PlaceDatabaseError) in try writers[bucket].append(bytes) }
+        }
+        for index in writers.indices { try writers[index].flush() }
+        writers = []
+
+        let records = Reader(file: file)
+        for (bucket, size) in zip(buckets, sizes) {
+            let entries = try [Entry](unsafeUninitializedCapacity: size) {
+                (buffer, initialized) throws(PlaceDatabaseError) in
+                try bucket.read(at: 0, into: UnsafeMutableRawBufferPointer(buffer))
+                initialized = size
+            }
+            bucket.close()
+            var keys = entries.indices.map { UInt64(order.code(of: entries[$0].box)) << 32 | UInt64($0) }
+            keys.sort()
+            for key in keys {
+                let entry = entries[Int(UInt32(truncatingIfNeeded: key))]
+                try body(entry, try records.bytes(of: entry))
+            }
+        }
+    }
+
+    /// Each entry in the order the features came.
+    private func forEachEntry(_ body: (Entry) throws -> Void) throws {
+        let reader = SpillReader(file: entryFile, size: entryWriter.offset)
+        for _ in 0..<count {
+            try body(try reader.read(MemoryLayout<Entry>.size).loadUnaligned(as: Entry.self))
+        }
     }
 
     /// Reads a record at a time with one `pread` into a buffer it reuses: memory holds one record
-    /// whatever the order they are read in. (Rows are read in Z-order, which jumps about the file; a
-    /// mapping of it grew to the whole spill however often its pages were given back, as the kernel
-    /// maps a large folio around each read.)
+    /// whatever the order they are read in. (Rows are read in the curve's order, which jumps about the
+    /// file; a mapping of it grew to the whole spill however often its pages were given back, as the
+    /// kernel maps a large folio around each read.)
     final class Reader {
         private let file: TemporaryFile
-        private let starts: [Int]
-        private let end: Int
         private var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
 
-        fileprivate init(file: TemporaryFile, starts: [Int], end: Int) {
-            self.file = file
-            self.starts = starts
-            self.end = end
-        }
+        fileprivate init(file: TemporaryFile) { self.file = file }
 
         deinit { buffer.deallocate() }
 
-        /// Feature `number`'s record, its bytes valid until the next call; nil if it does not decode.
-        func record(_ number: Int) throws(PlaceDatabaseError) -> MapFeatureRecord? {
-            try bytes(number).flatMap(MapFeatureRecord.init)
-        }
-
-        /// Feature `number`'s record as spilled, valid until the next call; nil if its extent is not one.
-        func bytes(_ number: Int) throws(PlaceDatabaseError) -> UnsafeRawBufferPointer? {
-            let start = starts[number]
-            let count = (number + 1 < starts.count ? starts[number + 1] : end) - start
-            guard count >= 0 else { return nil }
+        /// `entry`'s record as spilled, valid until the next call.
+        func bytes(of entry: Entry) throws(PlaceDatabaseError) -> UnsafeRawBufferPointer {
+            let count = Int(entry.length)
             if count > buffer.count {
                 buffer.deallocate()
                 buffer = .allocate(byteCount: max(count, 2 * buffer.count), alignment: 8)
             }
-            try file.read(at: start, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
-            return UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
+            try file.read(at: entry.start, into: bytes)
+            return UnsafeRawBufferPointer(bytes)
         }
     }
 }

@@ -79,146 +79,32 @@ extension PlaceDatabase {
         return features
     }
 
-    /// Writes the map layer into a new file's open transaction from its spill: rows in Z-order of their
-    /// boxes' centres, so that a neighbourhood's rows share pages, each bound from its record's bytes;
-    /// their boxes as a packed R-tree (`writeBounds`). Memory beyond the spill's 24 bytes a feature:
-    /// the Z-order's sort keys (8 and the sort's scratch) and then its 4, and the tree's
-    /// (`PackedRTree`), built once the spill's record starts and the order are given back.
-    static func writeMapLayer(_ spill: MapFeatureSpill, into database: Database) throws {
-        var boxes: [PackedRTree.Box]
+    /// Writes the map layer into a new file's open transaction from its spill: rows in the Hilbert
+    /// order of their boxes' centres, so that a neighbourhood's rows share pages, each bound from its
+    /// record's bytes on a thread of its own (`MapRowInserter`); their boxes, in the same order, as a
+    /// packed Hilbert R-tree (`MapBoundsTreeWriter`), from a temporary file of them (16 bytes a
+    /// feature) once the rows are in, so that one thread at a time uses the database. Memory: one of
+    /// the spill's buckets (`memoryLimit / 2`) and a box a leaf of the tree.
+    static func writeMapLayer(_ spill: MapFeatureSpill, memoryLimit: Int, in directory: String, into database: Database)
+        throws
+    {
+        let boxFile = try TemporaryFile(in: directory)
+        var boxes = FileWriter(descriptor: boxFile.descriptor, path: boxFile.name, offset: 0, buffer: 1 << 16)
         do {
-            let order = zOrder(spill.boxes)
-            try writeRows(spill, in: order, into: database)
-            boxes = spill.takeBoxes()
-            permute(&boxes, by: order)
-        }
-        try writeBounds(boxes, into: database)
-    }
-
-    /// `map_features`' rows, row n + 1 the spilled feature `order[n]`: read here, inserted on a thread
-    /// of their own (`MapRowInserter`).
-    private static func writeRows(_ spill: MapFeatureSpill, in order: [UInt32], into database: Database) throws {
-        let rows = try MapRowInserter(into: database)
-        defer { rows.stop() }
-        let records = try spill.reader()
-        for index in order {
-            guard let record = try records.bytes(Int(index)) else {
-                throw PlaceDatabaseError.corrupt(path: database.path, detail: MapRowInserter.undecodable(index))
+            let rows = try MapRowInserter(into: database)
+            defer { rows.stop() }
+            try spill.forEachInHilbertOrder(memoryLimit: memoryLimit) { entry, record in
+                rows.add(record: record, feature: entry.number)
+                try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in try boxes.append(bytes) }
             }
-            rows.add(record: record, feature: index)
+            try rows.finish()
         }
-        try rows.finish()
-    }
-
-    /// Rearranges `boxes` in place so that `boxes[n]` becomes the old `boxes[order[n]]` (`order` a
-    /// permutation of their indices), following each cycle of it once: a bit a box to mark those moved,
-    /// where a rearranged copy would take 16 bytes a box.
-    static func permute(_ boxes: inout [PackedRTree.Box], by order: [UInt32]) {
-        precondition(order.count == boxes.count, "an order of other boxes")
-        var moved = [UInt64](repeating: 0, count: (boxes.count + 63) / 64)
-        func isMoved(_ index: Int) -> Bool { moved[index >> 6] & (1 << UInt64(index & 63)) != 0 }
-        for start in boxes.indices where !isMoved(start) {
-            let first = boxes[start]
-            var index = start
-            while true {
-                moved[index >> 6] |= 1 << UInt64(index & 63)
-                let source = Int(order[index])
-                if source == start {
-                    boxes[index] = first
-                    break
-                }
-                boxes[index] = boxes[source]
-                index = source
-            }
-        }
-    }
-
-    /// `map_bounds` (entry n + 1: `boxes[n]`) built whole as a `PackedRTree` and written straight into
-    /// the R*Tree's shadow tables: `map_bounds_node` (each node's number and blob, `RTreeNodeCoding`,
-    /// the length of the root's, which the module reads as every node's), `map_bounds_rowid` (entry →
-    /// its leaf) and `map_bounds_parent` (node → its parent). SQLite's own insert chooses a path,
-    /// splits and reinserts box by box: on city-1M's 1.3 M boxes the import's map step took 20.8 s
-    /// that way and 4.8 s packed, its rows included, and the packed nodes are fuller. The tables must
-    /// hold only the empty root `CREATE VIRTUAL TABLE` made; `rtreecheck` accepts the result, and
-    /// SQLite's own inserts and deletes work on it (MapLayerStoreTests).
-    static func writeBounds(_ boxes: [PackedRTree.Box], into database: Database) throws {
-        guard try database.scalarInt64("SELECT count(*) FROM map_bounds_node") == 1,
-            try database.scalarInt64("SELECT count(*) FROM map_bounds_rowid") == 0,
-            let rootLength = try database.scalarInt64("SELECT length(data) FROM map_bounds_node WHERE nodeno = 1"),
-            rootLength >= 4 + RTreeNodeCoding.cellLength * 2
-        else {
-            throw SQLiteError(
-                code: SQLITE_MISUSE, message: "map_bounds is not the empty tree CREATE VIRTUAL TABLE makes",
-                operation: "writing map_bounds")
-        }
-        try database.allowShadowTableWrites()
-        let nodeLength = Int(rootLength)
-        let tree = PackedRTree(
-            boxes: boxes, firstReference: 1, capacity: (nodeLength - 4) / RTreeNodeCoding.cellLength)
-
-        let replaceRoot = try database.prepare("UPDATE map_bounds_node SET data = ?2 WHERE nodeno = ?1")
-        let insertNode = try database.prepare("INSERT INTO map_bounds_node(nodeno, data) VALUES (?, ?)")
-        var blob = [UInt8](repeating: 0, count: nodeLength)
-        var leafOfEntry = [UInt32](repeating: 0, count: boxes.count)
-        for number in 1...Int64(tree.nodeCount) {
-            let cells = tree.nodeCells(number)
-            RTreeNodeCoding.encode(cells, depth: number == 1 ? tree.depth : 0, into: &blob)
-            let write = number == 1 ? replaceRoot : insertNode
-            try write.bind(number, at: 1)
-            try write.bind(blob: blob, at: 2)
-            try write.step()
-            write.reset()
-            if number >= tree.firstLeaf {
-                for cell in cells { leafOfEntry[Int(cell.reference) - 1] = UInt32(number) }
-            }
-        }
-        let insertRowid = try database.prepare("INSERT INTO map_bounds_rowid(rowid, nodeno) VALUES (?, ?)")
-        for (index, leaf) in leafOfEntry.enumerated() {
-            try insertRowid.bind(Int64(index + 1), at: 1)
-            try insertRowid.bind(Int64(leaf), at: 2)
-            try insertRowid.step()
-            insertRowid.reset()
-        }
-        let insertParent = try database.prepare("INSERT INTO map_bounds_parent(nodeno, parentnode) VALUES (?, ?)")
-        for (index, parent) in tree.parents.enumerated().dropFirst() {
-            try insertParent.bind(Int64(index + 1), at: 1)
-            try insertParent.bind(parent, at: 2)
-            try insertParent.step()
-            insertParent.reset()
-        }
-    }
-
-    /// The boxes' indices sorted by the Z-order (Morton) code of their centres, 16 bits a coordinate
-    /// over the layer's extent (ties by index): each sorted as one word, code above index.
-    static func zOrder(_ boxes: [PackedRTree.Box]) -> [UInt32] {
-        precondition(boxes.count <= Int(UInt32.max), "more boxes than 32-bit indices reach")
-        guard boxes.count > 1 else { return boxes.indices.map { UInt32($0) } }
-        var minimum = boxes[0].doubledCentre
-        var maximum = minimum
-        for box in boxes {
-            let centre = box.doubledCentre
-            minimum = (min(minimum.latitude, centre.latitude), min(minimum.longitude, centre.longitude))
-            maximum = (max(maximum.latitude, centre.latitude), max(maximum.longitude, centre.longitude))
-        }
-        let spanLatitude = Double(max(maximum.latitude - minimum.latitude, 1))
-        let spanLongitude = Double(max(maximum.longitude - minimum.longitude, 1))
-        func spread(_ value: UInt32) -> UInt64 {
-            var x = UInt64(value & 0xFFFF)
-            x = (x | x << 8) & 0x00FF_00FF
-            x = (x | x << 4) & 0x0F0F_0F0F
-            x = (x | x << 2) & 0x3333_3333
-            x = (x | x << 1) & 0x5555_5555
-            return x
-        }
-        var keys = boxes.indices.map { index in
-            let centre = boxes[index].doubledCentre
-            let code =
-                spread(UInt32(Double(centre.latitude - minimum.latitude) / spanLatitude * 65535)) << 1
-                | spread(UInt32(Double(centre.longitude - minimum.longitude) / spanLongitude * 65535))
-            return code << 32 | UInt64(index)
-        }
-        keys.sort()
-        return keys.map { UInt32(truncatingIfNeeded: $0) }
+        try boxes.flush()
+        let tree = try MapBoundsTreeWriter(count: spill.count, into: database)
+        let reader = SpillReader(file: boxFile, size: boxes.offset)
+        let boxSize = MemoryLayout<PackedRTree.Box>.size
+        for _ in 0..<spill.count { try tree.add(try reader.read(boxSize).loadUnaligned(as: PackedRTree.Box.self)) }
+        try tree.finish()
     }
 
     /// Bad input changes nothing: every feature is checked as it is added (`replace`: before a file is

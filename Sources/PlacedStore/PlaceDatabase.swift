@@ -73,10 +73,11 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 /// - `meta`: `schema_version`, `place_count`, `imported_at` (ISO 8601 UTC), `map_layer` (1 or 0),
 ///   `map_feature_count`, `pack_id` (hex of the pack's 16-byte id).
 /// - `kinds`: the distinct `kind` strings, numbered from 0 as the pack numbers them.
-/// - `map_features`: the map layer (`MapFeature`), rowid 1…n in Z-order of their centres so that a
-///   neighbourhood's rows share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
+/// - `map_features`: the map layer (`MapFeature`), rowid 1…n in the Hilbert order of their centres
+///   (`HilbertOrder`; imports before 2026-12 wrote Z-order: no reader relies on it) so that a neighbourhood's rows
+///   share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
 ///   R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
-///   feature's rowid), written by the import as a packed tree (`PlaceDatabase.writeBounds`), which
+///   feature's rowid), written by the import as a packed Hilbert R-tree (`MapBoundsTreeWriter`), which
 ///   SQLite reads and changes as its own. Both empty without a map layer.
 ///
 /// Version 2 added `reach`; version 3 the address source, localized names and the map layer; version 4

@@ -373,8 +373,9 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
             try PlaceDatabase.indexIDs(in: database, path: temporaryPath)
             if let mapSpill {
                 progress?("writing \(mapSpill.count) map features")
-                try PlaceDatabase.writeMapLayer(mapSpill, into: database)
-                // Its file and its starts and boxes go now, not after the pack's copy and sync.
+                try PlaceDatabase.writeMapLayer(
+                    mapSpill, memoryLimit: memoryLimit, in: Self.directoryName(of: path), into: database)
+                // Its files go now, not after the pack's copy and sync.
                 self.mapSpill = nil
             }
             try PlaceDatabase.writeMeta(

@@ -122,6 +122,21 @@ import Testing
         // 59 leaves of 50 or 51, two nodes above them, the root: depth 2, in the root's first two bytes.
         #expect(try database.scalarInt64("SELECT count(*) FROM map_bounds_node") == 62)
         #expect(try scalarText("SELECT hex(substr(data, 1, 4)) FROM map_bounds_node WHERE nodeno = 1") == "00020002")
+        // Packed in the rows' order: leaf n (nodes 4 … 62 under 2 and 3) holds a run of consecutive rows.
+        let leaves = try database.prepare(
+            """
+            SELECT r.nodeno, min(r.rowid), max(r.rowid), count(*), p.parentnode FROM map_bounds_rowid r
+            JOIN map_bounds_parent p ON p.nodeno = r.nodeno GROUP BY r.nodeno ORDER BY r.nodeno
+            """)
+        var nextRow: Int64 = 1
+        var leafNumbers: [Int64] = []
+        while try leaves.step() {
+            leafNumbers.append(leaves.int64(at: 0))
+            #expect(leaves.int64(at: 1) == nextRow && leaves.int64(at: 2) == nextRow + leaves.int64(at: 3) - 1)
+            #expect([50, 51].contains(leaves.int64(at: 3)) && [2, 3].contains(leaves.int64(at: 4)))
+            nextRow += leaves.int64(at: 3)
+        }
+        #expect(leafNumbers == Array(4...62) && nextRow == 3_001)
 
         // Every row with its box: the tree searched with a box holding the world.
         func allRows() throws -> [[Int64]] {
@@ -178,12 +193,15 @@ import Testing
         try compareSearches(changed, seed: 13)
     }
 
-    /// Every row is its feature's, in the boxes' Z-order, numbered from 1: rows go in on a thread of
-    /// their own in batches of 1,024, 64 an INSERT, so 2,113 features make two whole batches and a
-    /// third of one whole statement and a tail of one row alone.
-    @Test func everyRowIsItsFeaturesInZOrder() throws {
+    /// Every row is its feature's, in the Hilbert order of the boxes' centres, numbered from 1: rows
+    /// go in on a thread of their own in batches of 1,024, 64 an INSERT, so 12,353 features make twelve
+    /// whole batches and a thirteenth of one whole statement and a tail of one row alone. With the
+    /// least memory limit (1 MB) the spill orders them in two buckets of up to 10,922; the file is the
+    /// same.
+    @Test(arguments: [PlaceFileWriter.defaultMemoryLimit, 1])
+    func everyRowIsItsFeaturesInHilbertOrder(memoryLimit: Int) throws {
         var random = SplitMix64(seed: 29)
-        let features = (0..<2_113).map { number in
+        let features = (0..<12_353).map { number in
             let east = random.uniform(in: -2_000...2_000), north = random.uniform(in: -2_000...2_000)
             switch number % 3 {
             case 0: return Self.building(number + 1, east: east, north: north)
@@ -198,15 +216,18 @@ import Testing
                     geometry: Self.building(number, east: east, north: north).geometry)
             }
         }
-        let (written, directory) = try Self.write(features)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let database = try Database(path: written.path, mode: .readOnly)
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/places.db"
+        let writer = try PlaceFileWriter(path: path, memoryLimit: memoryLimit, mapLayer: true)
+        for feature in features { writer.add(feature) }
+        try writer.finish()
+        let database = try Database(path: path, mode: .readOnly)
         let rows = try database.prepare(
             "SELECT rowid, id, kind, class, name, names, geometry FROM map_features ORDER BY rowid")
-        let order = PlaceDatabase.zOrder(features.map { BoundsCoding.box($0.bounds) })
+        let order = Self.hilbertOrder(features.map { BoundsCoding.box($0.bounds) })
         var count = 0
         while try rows.step() {
-            let feature = features[Int(order[count])]
+            let feature = features[order[count]]
             #expect(rows.int64(at: 0) == Int64(count + 1))
             #expect(rows.text(at: 1) == feature.id)
             #expect(rows.text(at: 2) == feature.kind.rawValue)
@@ -217,6 +238,14 @@ import Testing
             count += 1
         }
         #expect(count == features.count)
+    }
+
+    /// The model of the rows' order: the boxes' indices sorted by their centres' place on the curve
+    /// over all of them, ties by index.
+    static func hilbertOrder(_ boxes: [PackedRTree.Box]) -> [Int] {
+        var order = HilbertOrder()
+        for box in boxes { order.include(box) }
+        return boxes.indices.sorted { (order.code(of: boxes[$0]), $0) < (order.code(of: boxes[$1]), $1) }
     }
 
     /// A record that does not decode fails the rows on their thread as the damage it is, naming the
@@ -334,9 +363,11 @@ import Testing
         #expect(leftovers.isEmpty)
     }
 
-    /// A spilled record reads back as the row it was made from, names and all, also with the mapping's
-    /// pages given back after every record; a cut or lengthened record does not decode.
-    @Test func spilledRecordsReadBackAsWritten() throws {
+    /// Spilled features read back in the rows' order, each entry with its box and number and each
+    /// record the row it was made from, names and all: in one bucket, and with the least memory limit
+    /// in five (6,000 features, 1,365 a bucket), twice from the same spill. A cut or lengthened
+    /// record does not decode.
+    @Test func spilledRecordsReadBackInTheRowsOrder() throws {
         let directory = TemporaryDirectory()
         let spill = try MapFeatureSpill(in: directory.path)
         let named = MapFeature(
@@ -345,28 +376,38 @@ import Testing
         let unnamed = MapFeature(
             id: "osm:relation/9", kind: .water, featureClass: "", name: "",
             geometry: MapLayerStoreTests.courtyard.geometry)
-        let features = [named, unnamed, Self.street, Self.courtyard] + Self.row
+        var random = SplitMix64(seed: 31)
+        let scattered = (0..<5_966).map {
+            Self.building($0 + 100, east: random.uniform(in: -5_000...5_000), north: random.uniform(in: -5_000...5_000))
+        }
+        let features = [named, unnamed, Self.street, Self.courtyard] + Self.row + scattered
+        #expect(features.count == 6_000)
         for feature in features { try spill.add(feature) }
         #expect(spill.count == features.count)
-        #expect(spill.boxes == features.map { BoundsCoding.box($0.bounds) })
-        let records = try spill.reader()
-        defer {
-            #expect(spill.takeBoxes() == features.map { BoundsCoding.box($0.bounds) })
-            #expect(spill.count == 0 && spill.boxes.isEmpty, "the spill keeps nothing once its boxes are taken")
+        let boxes = features.map { BoundsCoding.box($0.bounds) }
+        let order = Self.hilbertOrder(boxes)
+        for memoryLimit in [PlaceFileWriter.defaultMemoryLimit, 1, 1] {
+            var visited: [Int] = []
+            try spill.forEachInHilbertOrder(memoryLimit: memoryLimit) { entry, bytes in
+                let number = Int(entry.number)
+                visited.append(number)
+                let feature = features[number]
+                #expect(entry.box == boxes[number])
+                let record = try #require(MapFeatureRecord(bytes))
+                #expect(record.kind == feature.kind)
+                #expect(String(decoding: record.id, as: UTF8.self) == feature.id)
+                #expect(String(decoding: record.featureClass, as: UTF8.self) == feature.featureClass)
+                #expect(record.name.map { String(decoding: $0, as: UTF8.self) } == feature.name)
+                let names = record.names.map { String(decoding: $0, as: UTF8.self) }
+                #expect(LocalizedNamesCoding.decode(names) == feature.localizedNames)
+                #expect((names == nil) == feature.localizedNames.isEmpty)
+                #expect(Array(record.geometry) == MapGeometryCoding.encode(feature.geometry))
+            }
+            #expect(visited.count == order.count)
+            let firstOutOfOrder = zip(visited, order).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+            #expect(firstOutOfOrder == nil, "memory limit \(memoryLimit)")
         }
-        // In an order that jumps about the file, as the rows' Z-order does, each twice.
-        for number in (features.indices.reversed() + features.indices).filter({ $0 % 3 != 1 }) + [1, 4, 1] {
-            let feature = features[number]
-            let record = try #require(try records.record(number))
-            #expect(record.kind == feature.kind)
-            #expect(String(decoding: record.id, as: UTF8.self) == feature.id)
-            #expect(String(decoding: record.featureClass, as: UTF8.self) == feature.featureClass)
-            #expect(record.name.map { String(decoding: $0, as: UTF8.self) } == feature.name)
-            let names = record.names.map { String(decoding: $0, as: UTF8.self) }
-            #expect(LocalizedNamesCoding.decode(names) == feature.localizedNames)
-            #expect((names == nil) == feature.localizedNames.isEmpty)
-            #expect(Array(record.geometry) == MapGeometryCoding.encode(feature.geometry))
-        }
+        #expect(MemoryLayout<MapFeatureSpill.Entry>.size == 32)
         var bytes: [UInt8] = []
         MapFeatureRecord.encode(named, into: &bytes)
         #expect(bytes.withUnsafeBytes { MapFeatureRecord($0) } != nil)
@@ -390,33 +431,46 @@ import Testing
         }
     }
 
-    @Test(arguments: [0, 1, 2, 63, 64, 65, 1_000])
-    func boxesArePermutedInPlaceAsTheOrderSays(count: Int) {
-        var random = SplitMix64(seed: UInt64(count) + 1)
-        let boxes = (0..<count).map { _ in
-            let corner = Int32.random(in: -1_000...1_000, using: &random)
-            return PackedRTree.Box(minLatitude: corner, maxLatitude: corner + 5, minLongitude: -corner, maxLongitude: 9)
+    /// The curve's first 4ᵏ cells are the 2ᵏ × 2ᵏ square at its start, each cell once and each next to
+    /// the one before (a Z-order fails this at its second step); it ends at the grid's far corner.
+    @Test func theHilbertCurveVisitsEachCellNextToTheOneBefore() {
+        let side = 64
+        var cellAt = [(x: Int, y: Int)?](repeating: nil, count: side * side)
+        for x in 0..<side {
+            for y in 0..<side {
+                let distance = Int(HilbertCurve.distance(x: UInt16(x), y: UInt16(y)))
+                #expect(distance < cellAt.count && cellAt[distance] == nil)
+                if distance < cellAt.count { cellAt[distance] = (x, y) }
+            }
         }
-        // Random cycles of every length, and the identity.
-        for order in [Array(0..<UInt32(count)).shuffled(using: &random), Array(0..<UInt32(count))] {
-            var permuted = boxes
-            PlaceDatabase.permute(&permuted, by: order)
-            #expect(permuted == order.map { boxes[Int($0)] })
+        let cells = cellAt.compactMap { $0 }
+        #expect(cells.count == side * side)
+        for (before, cell) in zip(cells, cells.dropFirst()) {
+            #expect(abs(cell.x - before.x) + abs(cell.y - before.y) == 1, "\(before) → \(cell)")
         }
+        #expect(HilbertCurve.distance(x: 0, y: 0) == 0)
+        #expect(HilbertCurve.distance(x: 65_535, y: 0) == UInt32.max)
     }
 
-    @Test func theZOrderSortsCentresByTheirInterleavedBits() {
-        // A 4 × 4 grid given in reverse: Z-order visits each 2 × 2 quarter before the next.
-        let boxes = (0..<16).reversed().map { (cell: Int) -> PackedRTree.Box in
-            let latitude = Int32(cell / 4) * 100
-            let longitude = Int32(cell % 4) * 100
-            return PackedRTree.Box(
-                minLatitude: latitude, maxLatitude: latitude, minLongitude: longitude, maxLongitude: longitude + 2)
+    /// The order's extent is that of the centres included: its corners are the grid's; a box outside
+    /// it is clamped; one box alone, or none, is at 0.
+    @Test func theHilbertOrderSpansTheCentresIncluded() {
+        func box(_ latitude: Int32, _ longitude: Int32) -> PackedRTree.Box {
+            PackedRTree.Box(
+                minLatitude: latitude, maxLatitude: latitude, minLongitude: longitude, maxLongitude: longitude)
         }
-        let visited = PlaceDatabase.zOrder(boxes).map { 15 - Int($0) }
-        #expect(visited == [0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15])
-        #expect(PlaceDatabase.zOrder(Array(repeating: boxes[0], count: 5)) == [0, 1, 2, 3, 4], "ties by index")
-        #expect(PlaceDatabase.zOrder([]).isEmpty && PlaceDatabase.zOrder([boxes[3]]) == [0])
+        var order = HilbertOrder()
+        #expect(order.code(of: box(5, 5)) == 0)
+        order.include(box(600_000_000, 240_000_000))
+        #expect(order.code(of: box(600_000_000, 240_000_000)) == 0)
+        order.include(box(610_000_000, 250_000_000))
+        #expect(order.code(of: box(600_000_000, 250_000_000)) == UInt32.max, "south-east: the curve's end")
+        #expect(order.code(of: box(610_000_000, 240_000_000)) == HilbertCurve.distance(x: 0, y: 65_535))
+        #expect(order.code(of: box(0, 300_000_000)) == UInt32.max, "clamped")
+        // A box's centre, not its corner: this one reaches the north-west corner but is centred south.
+        let tall = PackedRTree.Box(
+            minLatitude: 600_000_000, maxLatitude: 610_000_000, minLongitude: 240_000_000, maxLongitude: 240_000_000)
+        #expect(order.code(of: tall) == HilbertCurve.distance(x: 0, y: 32_767))
     }
 
     @Test func placesKeepTheirAddressSourceAndNames() throws {
