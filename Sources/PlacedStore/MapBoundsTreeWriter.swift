@@ -2,10 +2,11 @@ import CSQLite
 import PlacedCore
 
 /// `map_bounds`, the map layer's R*Tree, written straight into SQLite's shadow tables as a packed tree
-/// (`PackedRTree`) from boxes given in the rows' order (entry n + 1 the nth box added): each leaf
-/// written with its entries' `map_bounds_rowid` rows as soon as it is full, the levels above from the
-/// leaves' boxes in `finish`. Memory holds one leaf and a box a leaf (about 0.3 bytes a feature), where
-/// the tree sorted whole (Sort-Tile-Recursive) held every box and more: 40 bytes a feature.
+/// (`PackedRTree`) from boxes given in the rows' order (the box added first is entry 1, the rowid of
+/// the first row): each leaf written with its entries' `map_bounds_rowid` rows as soon as it is full,
+/// the levels above from the leaves' boxes in `finish`. Memory holds one leaf, a box a leaf and, in
+/// `finish`, a cell a leaf (about a byte a feature: 40 MB at 39 M), where the tree sorted whole
+/// (Sort-Tile-Recursive) held every box and more: 40 bytes a feature.
 ///
 /// `map_bounds_node` holds each node's blob (`RTreeNodeCoding`, the length of the root's, which the
 /// module reads as every node's), `map_bounds_parent` each node's parent. SQLite's own insert chooses
@@ -56,10 +57,10 @@ final class MapBoundsTreeWriter {
         let node = tree.number(level: 0, node: leafBoxes.count)
         try write(node, leaf)
         for cell in leaf {
+            defer { insertRowid.reset() }
             try insertRowid.bind(cell.reference, at: 1)
             try insertRowid.bind(node, at: 2)
             try insertRowid.step()
-            insertRowid.reset()
         }
         leafBoxes.append(leaf.union)
         leaf.removeAll(keepingCapacity: true)
@@ -76,10 +77,10 @@ final class MapBoundsTreeWriter {
             for (number, cells) in nodes {
                 try write(number, cells)
                 for cell in cells {
+                    defer { insertParent.reset() }
                     try insertParent.bind(cell.reference, at: 1)
                     try insertParent.bind(number, at: 2)
                     try insertParent.step()
-                    insertParent.reset()
                 }
             }
             boxes = nodes.map(\.cells.union)

@@ -21,7 +21,7 @@ final class MapFeatureSpill {
     /// What ordering a bucket takes a feature: its entry, its sort key and the sort's scratch.
     static let bytesPerOrderedEntry = MemoryLayout<Entry>.stride + 16
 
-    private let directory: String
+    let directory: String
     private let file: TemporaryFile
     private var writer: FileWriter
     private let entryFile: TemporaryFile
@@ -39,8 +39,9 @@ final class MapFeatureSpill {
         entryWriter = FileWriter(descriptor: entryFile.descriptor, path: entryFile.name, offset: 0, buffer: 1 << 16)
     }
 
-    /// Checks `feature` and appends its record; a bad feature, or one that cannot be written, leaves the
-    /// spill as it was (but for the files' unwritten tails).
+    /// Checks `feature` and appends its record and entry. A bad feature leaves the spill as it was; one
+    /// that cannot be written leaves it unusable (a record or entry may be half in): its writer stops
+    /// at the first failure (`PlaceFileWriter.add`).
     func add(_ feature: MapFeature) throws(PlaceDatabaseError) {
         try PlaceDatabase.validate(feature)
         precondition(count < Int(UInt32.max), "more map features than 32-bit numbers reach")
@@ -57,32 +58,22 @@ final class MapFeatureSpill {
 
     /// Calls `body` with every feature's entry and record (its bytes valid until the next call) in
     /// the Hilbert order of the boxes' centres, ties in the order they came. The entries are first
-    /// counted along the curve, then distributed into buckets of consecutive stretches of it (at most
-    /// 256, each about `memoryLimit / 2` of `bytesPerOrderedEntry`), and each bucket in turn is read,
-    /// sorted in memory and visited: memory holds one bucket. (A stretch of the curve a 65,536th of
-    /// it long is never split, so a bucket can outgrow its share where the boxes crowd into one.)
-    func forEachInHilbertOrder(
-        memoryLimit: Int, _ body: (Entry, UnsafeRawBufferPointer) throws -> Void
-    ) throws {
+    /// counted along the curve, then distributed into buckets of consecutive stretches of it
+    /// (`BucketPlan`), and each bucket in turn is read, sorted in memory and visited: memory holds
+    /// one bucket of about `bucketBytes` and a 64 kB buffer a bucket while they are filled. Disk holds
+    /// the entries, the buckets (freed as they are read) and the records: 64 bytes a feature beside
+    /// the records.
+    func forEachInHilbertOrder(bucketBytes: Int, _ body: (Entry, UnsafeRawBufferPointer) throws -> Void) throws {
         try writer.flush()
         try entryWriter.flush()
         guard count > 0 else { return }
-        let stretches = 1 << 16
         func stretch(_ entry: Entry) -> Int { Int(order.code(of: entry.box) >> 16) }
 
-        var counts = [Int](repeating: 0, count: stretches)
+        var counts = [Int](repeating: 0, count: BucketPlan.stretches)
         try forEachEntry { counts[stretch($0)] += 1 }
-        let perBucketLimit = max(1 << 16, memoryLimit / 2) / Self.bytesPerOrderedEntry
-        let wanted = min(max(1, (count + perBucketLimit - 1) / perBucketLimit), 256)
-        let perBucket = (count + wanted - 1) / wanted
-        var bucketOfStretch = [UInt8](repeating: 0, count: stretches)
-        var sizes = [0]
-        for index in 0..<stretches {
-            if sizes[sizes.count - 1] >= perBucket, counts[index] > 0, sizes.count < wanted { sizes.append(0) }
-            bucketOfStretch[index] = UInt8(sizes.count - 1)
-            sizes[sizes.count - 1] += counts[index]
-        }
+        let plan = BucketPlan(counts: counts, perBucketLimit: max(1, bucketBytes / Self.bytesPerOrderedEntry))
         counts = []
+        let (bucketOfStretch, sizes) = (plan.bucketOfStretch, plan.sizes)
 
         var buckets: [TemporaryFile] = []
         var writers: [FileWriter] = []
@@ -111,6 +102,35 @@ final class MapFeatureSpill {
             for key in keys {
                 let entry = entries[Int(UInt32(truncatingIfNeeded: key))]
                 try body(entry, try records.bytes(of: entry))
+            }
+        }
+    }
+
+    /// Buckets of consecutive stretches of the curve (each a 65,536th of it, the top 16 bits of a
+    /// code) for entries counted by stretch: as few as hold at most `perBucketLimit` each, and at
+    /// most 256, each about an equal share. A stretch is never split, so a bucket outgrows the limit
+    /// where the boxes crowd into one stretch, or where 256 buckets are too few (beyond 715 M
+    /// features at the import's default limit).
+    struct BucketPlan: Equatable {
+        static let stretches = 1 << 16
+        static let maximumBuckets = 256
+
+        /// Each stretch's bucket.
+        var bucketOfStretch: [UInt8]
+        /// Each bucket's entries.
+        var sizes: [Int]
+
+        init(counts: [Int], perBucketLimit: Int) {
+            precondition(counts.count == Self.stretches && perBucketLimit > 0)
+            let count = counts.reduce(0, +)
+            let wanted = min(max(1, (count + perBucketLimit - 1) / perBucketLimit), Self.maximumBuckets)
+            let perBucket = (count + wanted - 1) / wanted
+            bucketOfStretch = [UInt8](repeating: 0, count: Self.stretches)
+            sizes = [0]
+            for index in 0..<Self.stretches {
+                if sizes[sizes.count - 1] >= perBucket, counts[index] > 0, sizes.count < wanted { sizes.append(0) }
+                bucketOfStretch[index] = UInt8(sizes.count - 1)
+                sizes[sizes.count - 1] += counts[index]
             }
         }
     }

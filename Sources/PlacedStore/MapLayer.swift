@@ -84,27 +84,27 @@ extension PlaceDatabase {
     /// record's bytes on a thread of its own (`MapRowInserter`); their boxes, in the same order, as a
     /// packed Hilbert R-tree (`MapBoundsTreeWriter`), from a temporary file of them (16 bytes a
     /// feature) once the rows are in, so that one thread at a time uses the database. Memory: one of
-    /// the spill's buckets (`memoryLimit / 2`) and a box a leaf of the tree.
-    static func writeMapLayer(_ spill: MapFeatureSpill, memoryLimit: Int, in directory: String, into database: Database)
-        throws
-    {
-        let boxFile = try TemporaryFile(in: directory)
-        var boxes = FileWriter(descriptor: boxFile.descriptor, path: boxFile.name, offset: 0, buffer: 1 << 16)
+    /// the spill's buckets (`bucketBytes`), then about a byte a feature for the tree.
+    static func writeMapLayer(_ spill: MapFeatureSpill, bucketBytes: Int, into database: Database) throws {
+        let boxFile = try TemporaryFile(in: spill.directory)
+        var boxWriter = FileWriter(descriptor: boxFile.descriptor, path: boxFile.name, offset: 0, buffer: 1 << 16)
         do {
             let rows = try MapRowInserter(into: database)
             defer { rows.stop() }
-            try spill.forEachInHilbertOrder(memoryLimit: memoryLimit) { entry, record in
+            try spill.forEachInHilbertOrder(bucketBytes: bucketBytes) { entry, record in
                 rows.add(record: record, feature: entry.number)
-                try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in try boxes.append(bytes) }
+                try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in
+                    try boxWriter.append(bytes)
+                }
             }
             try rows.finish()
         }
-        try boxes.flush()
-        let tree = try MapBoundsTreeWriter(count: spill.count, into: database)
-        let reader = SpillReader(file: boxFile, size: boxes.offset)
+        try boxWriter.flush()
+        let bounds = try MapBoundsTreeWriter(count: spill.count, into: database)
+        let boxes = SpillReader(file: boxFile, size: boxWriter.offset)
         let boxSize = MemoryLayout<PackedRTree.Box>.size
-        for _ in 0..<spill.count { try tree.add(try reader.read(boxSize).loadUnaligned(as: PackedRTree.Box.self)) }
-        try tree.finish()
+        for _ in 0..<spill.count { try bounds.add(try boxes.read(boxSize).loadUnaligned(as: PackedRTree.Box.self)) }
+        try bounds.finish()
     }
 
     /// Bad input changes nothing: every feature is checked as it is added (`replace`: before a file is

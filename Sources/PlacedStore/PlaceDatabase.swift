@@ -74,9 +74,9 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
 ///   `map_feature_count`, `pack_id` (hex of the pack's 16-byte id).
 /// - `kinds`: the distinct `kind` strings, numbered from 0 as the pack numbers them.
 /// - `map_features`: the map layer (`MapFeature`), rowid 1…n in the Hilbert order of their centres
-///   (`HilbertOrder`; imports before 2026-12 wrote Z-order: no reader relies on it) so that a neighbourhood's rows
-///   share pages; `geometry` is `MapGeometryCoding`. `map_bounds`: SQLite's
-///   R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
+///   (`HilbertOrder`; older imports wrote them in Z-order, and no reader relies
+///   on the order) so that a neighbourhood's rows share pages; `geometry` is
+///   `MapGeometryCoding`. `map_bounds`: SQLite's R*Tree (`rtree_i32`, 1e-7 degree, `BoundsCoding`) over their bounding boxes (`id` = the
 ///   feature's rowid), written by the import as a packed Hilbert R-tree (`MapBoundsTreeWriter`), which
 ///   SQLite reads and changes as its own. Both empty without a map layer.
 ///

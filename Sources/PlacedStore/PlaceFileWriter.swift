@@ -32,6 +32,10 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     /// By `PlacePack.sourceCodes` index (an array: counting into a dictionary hashed every place).
     private var sourceCounts = [Int](repeating: 0, count: PlacePack.sourceCodes.count)
 
+    /// What one bucket of places, or of map features, may take in `finish`: half the limit (the rest
+    /// is SQLite's cache).
+    var bucketBytes: Int { max(1 << 16, memoryLimit / 2) }
+
     /// The budget for one bucket of places in `finish` and the SQLite cache, unless told otherwise.
     public static let defaultMemoryLimit = 256 << 20
 
@@ -249,7 +253,6 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
 
         // Buckets of consecutive positions, each small enough to be ordered in memory.
         let spillBytes = spillWriter.offset
-        let bucketBytes = max(1 << 16, memoryLimit / 2)
         let bucketCount = min(max(1, (spillBytes + bucketBytes - 1) / bucketBytes), 256)
         let perBucket = max(1, (n + bucketCount - 1) / bucketCount)
         progress?("ordering \(n) places in \(bucketCount) bucket\(bucketCount == 1 ? "" : "s")")
@@ -373,8 +376,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
             try PlaceDatabase.indexIDs(in: database, path: temporaryPath)
             if let mapSpill {
                 progress?("writing \(mapSpill.count) map features")
-                try PlaceDatabase.writeMapLayer(
-                    mapSpill, memoryLimit: memoryLimit, in: Self.directoryName(of: path), into: database)
+                try PlaceDatabase.writeMapLayer(mapSpill, bucketBytes: bucketBytes, into: database)
                 // Its files go now, not after the pack's copy and sync.
                 self.mapSpill = nil
             }

@@ -196,7 +196,7 @@ import Testing
     /// Every row is its feature's, in the Hilbert order of the boxes' centres, numbered from 1: rows
     /// go in on a thread of their own in batches of 1,024, 64 an INSERT, so 12,353 features make twelve
     /// whole batches and a thirteenth of one whole statement and a tail of one row alone. With the
-    /// least memory limit (1 MB) the spill orders them in two buckets of up to 10,922; the file is the
+    /// least memory limit (1 MB) the spill orders them in two buckets (10,922 at most each); the file is the
     /// same.
     @Test(arguments: [PlaceFileWriter.defaultMemoryLimit, 1])
     func everyRowIsItsFeaturesInHilbertOrder(memoryLimit: Int) throws {
@@ -364,8 +364,8 @@ import Testing
     }
 
     /// Spilled features read back in the rows' order, each entry with its box and number and each
-    /// record the row it was made from, names and all: in one bucket, and with the least memory limit
-    /// in five (6,000 features, 1,365 a bucket), twice from the same spill. A cut or lengthened
+    /// record the row it was made from, names and all: in one bucket, and with the least bucket size
+    /// in five (6,000 features, 1,365 at most a bucket), twice from the same spill. A cut or lengthened
     /// record does not decode.
     @Test func spilledRecordsReadBackInTheRowsOrder() throws {
         let directory = TemporaryDirectory()
@@ -386,9 +386,9 @@ import Testing
         #expect(spill.count == features.count)
         let boxes = features.map { BoundsCoding.box($0.bounds) }
         let order = Self.hilbertOrder(boxes)
-        for memoryLimit in [PlaceFileWriter.defaultMemoryLimit, 1, 1] {
+        for bucketBytes in [1 << 27, 1 << 16, 1 << 16] {
             var visited: [Int] = []
-            try spill.forEachInHilbertOrder(memoryLimit: memoryLimit) { entry, bytes in
+            try spill.forEachInHilbertOrder(bucketBytes: bucketBytes) { entry, bytes in
                 let number = Int(entry.number)
                 visited.append(number)
                 let feature = features[number]
@@ -405,7 +405,7 @@ import Testing
             }
             #expect(visited.count == order.count)
             let firstOutOfOrder = zip(visited, order).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-            #expect(firstOutOfOrder == nil, "memory limit \(memoryLimit)")
+            #expect(firstOutOfOrder == nil, "buckets of \(bucketBytes) bytes")
         }
         #expect(MemoryLayout<MapFeatureSpill.Entry>.size == 32)
         var bytes: [UInt8] = []
@@ -431,46 +431,33 @@ import Testing
         }
     }
 
-    /// The curve's first 4ᵏ cells are the 2ᵏ × 2ᵏ square at its start, each cell once and each next to
-    /// the one before (a Z-order fails this at its second step); it ends at the grid's far corner.
-    @Test func theHilbertCurveVisitsEachCellNextToTheOneBefore() {
-        let side = 64
-        var cellAt = [(x: Int, y: Int)?](repeating: nil, count: side * side)
-        for x in 0..<side {
-            for y in 0..<side {
-                let distance = Int(HilbertCurve.distance(x: UInt16(x), y: UInt16(y)))
-                #expect(distance < cellAt.count && cellAt[distance] == nil)
-                if distance < cellAt.count { cellAt[distance] = (x, y) }
-            }
+    /// Buckets along the curve: as few as the limit allows, each stretch in one, in order; at most
+    /// 256; a crowded stretch stays whole.
+    @Test func bucketsAreConsecutiveStretchesOfTheCurve() {
+        typealias Plan = MapFeatureSpill.BucketPlan
+        var random = SplitMix64(seed: 41)
+        var counts = [Int](repeating: 0, count: Plan.stretches)
+        for _ in 0..<6_000 { counts[Int(random.next() % UInt64(Plan.stretches))] += 1 }
+        let plan = Plan(counts: counts, perBucketLimit: 1_365)
+        #expect(plan.sizes.count == 5 && plan.sizes.reduce(0, +) == 6_000)
+        #expect(plan.sizes.dropLast().allSatisfy { (1_200..<1_210).contains($0) }, "\(plan.sizes)")
+        #expect(zip(plan.bucketOfStretch, plan.bucketOfStretch.dropFirst()).allSatisfy { $0 <= $1 })
+        for bucket in plan.sizes.indices {
+            let held = plan.bucketOfStretch.indices.filter { plan.bucketOfStretch[$0] == bucket }.map { counts[$0] }
+            #expect(held.reduce(0, +) == plan.sizes[bucket])
         }
-        let cells = cellAt.compactMap { $0 }
-        #expect(cells.count == side * side)
-        for (before, cell) in zip(cells, cells.dropFirst()) {
-            #expect(abs(cell.x - before.x) + abs(cell.y - before.y) == 1, "\(before) → \(cell)")
-        }
-        #expect(HilbertCurve.distance(x: 0, y: 0) == 0)
-        #expect(HilbertCurve.distance(x: 65_535, y: 0) == UInt32.max)
-    }
+        #expect(Plan(counts: counts, perBucketLimit: 6_000).sizes == [6_000])
 
-    /// The order's extent is that of the centres included: its corners are the grid's; a box outside
-    /// it is clamped; one box alone, or none, is at 0.
-    @Test func theHilbertOrderSpansTheCentresIncluded() {
-        func box(_ latitude: Int32, _ longitude: Int32) -> PackedRTree.Box {
-            PackedRTree.Box(
-                minLatitude: latitude, maxLatitude: latitude, minLongitude: longitude, maxLongitude: longitude)
-        }
-        var order = HilbertOrder()
-        #expect(order.code(of: box(5, 5)) == 0)
-        order.include(box(600_000_000, 240_000_000))
-        #expect(order.code(of: box(600_000_000, 240_000_000)) == 0)
-        order.include(box(610_000_000, 250_000_000))
-        #expect(order.code(of: box(600_000_000, 250_000_000)) == UInt32.max, "south-east: the curve's end")
-        #expect(order.code(of: box(610_000_000, 240_000_000)) == HilbertCurve.distance(x: 0, y: 65_535))
-        #expect(order.code(of: box(0, 300_000_000)) == UInt32.max, "clamped")
-        // A box's centre, not its corner: this one reaches the north-west corner but is centred south.
-        let tall = PackedRTree.Box(
-            minLatitude: 600_000_000, maxLatitude: 610_000_000, minLongitude: 240_000_000, maxLongitude: 240_000_000)
-        #expect(order.code(of: tall) == HilbertCurve.distance(x: 0, y: 32_767))
+        var spread = [Int](repeating: 0, count: Plan.stretches)
+        for stretch in 0..<1_024 { spread[stretch * 63] = 1 }
+        let most = Plan(counts: spread, perBucketLimit: 1)
+        // 256 buckets, not 1,024: four entries each where the limit is one.
+        #expect(most.sizes == Array(repeating: 4, count: 256) && most.bucketOfStretch.last == 255)
+
+        var crowded = [Int](repeating: 0, count: Plan.stretches)
+        crowded[77] = 5_000
+        crowded[78] = 1
+        #expect(Plan(counts: crowded, perBucketLimit: 1_000).sizes == [5_000, 1])
     }
 
     @Test func placesKeepTheirAddressSourceAndNames() throws {

@@ -150,3 +150,21 @@ def test_fleet_daemon_bench_runs_and_bench_run_reads_it():
         assert re.fullmatch(r"p50 -?[\d.]+ ms, p95 -?[\d.]+ ms", rows[name][1]), rows[name]
         assert re.search(r", (\d+) moves$", rows[name][2]).group(1) == "60", rows[name]
     assert re.match(r"machine: \d+ cores \(nproc\), .+, load average [\d.]+ [\d.]+ [\d.]+$", out.stdout, re.M)
+
+
+def test_map_bounds_bench_compares_two_files(places_db, tmp_path):
+    """bench/map_bounds.py on the Helsinki file and a copy of it: the same leaves, the same boxes found
+    by each search, three rounds each; with one file it says how to use it."""
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(places_db.read_bytes())
+    out = subprocess.run([sys.executable, ROOT / "bench" / "map_bounds.py", places_db, copy], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    trees = re.findall(r"^\S+: (\d+) leaves, leaves' area (\S+) ", out.stdout, re.M)
+    assert len(trees) == 2 and trees[0] == trees[1] and int(trees[0][0]) > 1, out.stdout
+    found = re.findall(r"^round (\d) \S+: [\d.]+ us a search, ([\d.]+) boxes found a search$", out.stdout, re.M)
+    assert [int(r) for r, _ in found] == [0, 0, 1, 1, 2, 2], out.stdout
+    assert len({f for _, f in found}) == 1 and float(found[0][1]) > 0, out.stdout
+    usage = subprocess.run([sys.executable, ROOT / "bench" / "map_bounds.py", places_db], capture_output=True,
+                           text=True, timeout=60)
+    assert usage.returncode == 1 and "usage: bench/map_bounds.py" in usage.stderr

@@ -27,10 +27,11 @@ enum ImportCommand: Command {
             A file that would not fit in --memory-limit (default 512M; K, M, G suffixes) read in
             memory is imported from disk: every node's location goes to a temporary file beside the
             database and the addresses to temporary files by area, so memory is bounded by the limit
-            and 20 bytes a place (the places' final sort), not by the nodes or the map layer (its
-            features are ordered on disk, a bucket the limit sizes at a time). It is read twice (nodes and ways, then the multipolygons' member
-            ways) and must be sorted by type, then id, as 'osmium sort' and OpenStreetMap's extracts
-            write it; the progress bar names the pass. Its temporary files need free disk beside
+            and 20 bytes a place (the places' final sort), not by the nodes or the map layer
+            (its features are ordered on disk, a bucket the limit sizes at a time). It is read
+            twice (nodes and ways, then the multipolygons' member ways) and must be sorted by
+            type, then id, as 'osmium sort' and OpenStreetMap's extracts write it; the progress
+            bar names the pass. Its temporary files need free disk beside
             the database: 8 to 12 bytes a node for the locations (8 where ids run consecutively),
             and the addresses, places and map features.
             """,
