@@ -55,13 +55,7 @@ final class MapBoundsTreeWriter {
         leaf.append(PackedRTree.Cell(reference: Int64(added), box: box))
         guard added == tree.cells(level: 0, node: leafBoxes.count).upperBound else { return }
         let node = tree.number(level: 0, node: leafBoxes.count)
-        try write(node, leaf)
-        for cell in leaf {
-            defer { insertRowid.reset() }
-            try insertRowid.bind(cell.reference, at: 1)
-            try insertRowid.bind(node, at: 2)
-            try insertRowid.step()
-        }
+        try write(node, leaf, isLeaf: true)
         leafBoxes.append(leaf.union)
         leaf.removeAll(keepingCapacity: true)
     }
@@ -75,24 +69,27 @@ final class MapBoundsTreeWriter {
         for level in tree.levels.indices.dropFirst() {
             let nodes = tree.nodes(level: level, over: boxes)
             for (number, cells) in nodes {
-                try write(number, cells)
-                for cell in cells {
-                    defer { insertParent.reset() }
-                    try insertParent.bind(cell.reference, at: 1)
-                    try insertParent.bind(number, at: 2)
-                    try insertParent.step()
-                }
+                try write(number, cells, isLeaf: false)
             }
             boxes = nodes.map(\.cells.union)
         }
     }
 
-    private func write(_ node: Int64, _ cells: [PackedRTree.Cell]) throws {
+    /// Node `node`'s blob, and what its cells refer to mapped to it: a leaf's entries in
+    /// `map_bounds_rowid`, an inner node's children in `map_bounds_parent`.
+    private func write(_ node: Int64, _ cells: [PackedRTree.Cell], isLeaf: Bool) throws {
         RTreeNodeCoding.encode(cells, depth: node == 1 ? tree.depth : 0, into: &blob)
         let statement = node == 1 ? replaceRoot : insertNode
         defer { statement.reset() }
         try statement.bind(node, at: 1)
         try statement.bind(blob: blob, at: 2)
         try statement.step()
+        let under = isLeaf ? insertRowid : insertParent
+        for cell in cells {
+            defer { under.reset() }
+            try under.bind(cell.reference, at: 1)
+            try under.bind(node, at: 2)
+            try under.step()
+        }
     }
 }
