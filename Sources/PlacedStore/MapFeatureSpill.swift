@@ -56,17 +56,17 @@ final class MapFeatureSpill {
         count += 1
     }
 
-    /// Calls `body` with every feature's entry and record (its bytes valid until the next call) in
-    /// the Hilbert order of the boxes' centres, ties in the order they came. The entries are first
-    /// counted along the curve, then distributed into buckets of consecutive stretches of it
-    /// (`BucketPlan`), and each bucket in turn is read, sorted in memory and visited: memory holds
-    /// one bucket of about `bucketBytes` and a 64 kB buffer a bucket while they are filled. Disk holds
-    /// the entries, the buckets (freed as they are read) and the records: 64 bytes a feature beside
-    /// the records.
-    func forEachInHilbertOrder(bucketBytes: Int, _ body: (Entry, UnsafeRawBufferPointer) throws -> Void) throws {
+    /// The features ordered along the Hilbert curve of the boxes' centres, to be visited in that order
+    /// (`HilbertBuckets.forEach`): the entries are counted along the curve, then distributed into
+    /// buckets of consecutive stretches of it (`BucketPlan`) of about `bucketBytes` each, with a 64 kB
+    /// buffer a bucket while they are filled. Disk holds the entries, the buckets (freed as they are
+    /// read) and the records: 64 bytes a feature beside the records.
+    func hilbertBuckets(bucketBytes: Int) throws -> HilbertBuckets {
         try writer.flush()
         try entryWriter.flush()
-        guard count > 0 else { return }
+        guard count > 0 else {
+            return HilbertBuckets(buckets: [], sizes: [], order: order, records: Reader(file: file))
+        }
         func stretch(_ entry: Entry) -> Int { Int(order.code(of: entry.box) >> 16) }
 
         var counts = [Int](repeating: 0, count: BucketPlan.stretches)
@@ -87,21 +87,43 @@ final class MapFeatureSpill {
             try withUnsafeBytes(of: entry) { (bytes) throws(PlaceDatabaseError) in try writers[bucket].append(bytes) }
         }
         for index in writers.indices { try writers[index].flush() }
-        writers = []
+        return HilbertBuckets(buckets: buckets, sizes: sizes, order: order, records: Reader(file: file))
+    }
 
-        let records = Reader(file: file)
-        for (bucket, size) in zip(buckets, sizes) {
-            let entries = try [Entry](unsafeUninitializedCapacity: size) {
-                (buffer, initialized) throws(PlaceDatabaseError) in
-                try bucket.read(at: 0, into: UnsafeMutableRawBufferPointer(buffer))
-                initialized = size
-            }
-            bucket.close()
-            var keys = entries.indices.map { UInt64(order.code(of: entries[$0].box)) << 32 | UInt64($0) }
-            keys.sort()
-            for key in keys {
-                let entry = entries[Int(UInt32(truncatingIfNeeded: key))]
-                try body(entry, try records.bytes(of: entry))
+    /// The spill's features in buckets along the curve (`hilbertBuckets`).
+    final class HilbertBuckets {
+        private var buckets: [TemporaryFile]
+        /// Each bucket's entries.
+        let sizes: [Int]
+        private let order: HilbertOrder
+        private let records: Reader
+
+        fileprivate init(buckets: [TemporaryFile], sizes: [Int], order: HilbertOrder, records: Reader) {
+            self.buckets = buckets
+            self.sizes = sizes
+            self.order = order
+            self.records = records
+        }
+
+        /// Calls `body` with every feature's entry and record (its bytes valid until the next call) in
+        /// the curve's order, ties in the order they came: each bucket in turn read, sorted in memory
+        /// and given back. Once only.
+        func forEach(_ body: (Entry, UnsafeRawBufferPointer) throws -> Void) throws {
+            precondition(buckets.count == sizes.count, "the buckets are visited once")
+            defer { buckets = [] }
+            for (bucket, size) in zip(buckets, sizes) {
+                let entries = try [Entry](unsafeUninitializedCapacity: size) {
+                    (buffer, initialized) throws(PlaceDatabaseError) in
+                    try bucket.read(at: 0, into: UnsafeMutableRawBufferPointer(buffer))
+                    initialized = size
+                }
+                bucket.close()
+                var keys = entries.indices.map { UInt64(order.code(of: entries[$0].box)) << 32 | UInt64($0) }
+                keys.sort()
+                for key in keys {
+                    let entry = entries[Int(UInt32(truncatingIfNeeded: key))]
+                    try body(entry, try records.bytes(of: entry))
+                }
             }
         }
     }

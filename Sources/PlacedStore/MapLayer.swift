@@ -84,14 +84,22 @@ extension PlaceDatabase {
     /// record's bytes on a thread of its own (`MapRowInserter`); their boxes, in the same order, as a
     /// packed Hilbert R-tree (`MapBoundsTreeWriter`), from a temporary file of them (16 bytes a
     /// feature) once the rows are in, so that one thread at a time uses the database. Memory: one of
-    /// the spill's buckets (`bucketBytes`), then about a byte a feature for the tree.
-    static func writeMapLayer(_ spill: MapFeatureSpill, bucketBytes: Int, into database: Database) throws {
+    /// the spill's buckets (`bucketBytes`), then about a byte a feature for the tree. `progress` hears
+    /// each step's name.
+    static func writeMapLayer(
+        _ spill: MapFeatureSpill, bucketBytes: Int, into database: Database, progress: ((String) -> Void)?
+    ) throws {
+        progress?("ordering \(spill.count) map features")
+        let buckets = try spill.hilbertBuckets(bucketBytes: bucketBytes)
         let boxFile = try TemporaryFile(in: spill.directory)
         var boxWriter = FileWriter(descriptor: boxFile.descriptor, path: boxFile.name, offset: 0, buffer: 1 << 16)
         do {
             let rows = try MapRowInserter(into: database)
             defer { rows.stop() }
-            try spill.forEachInHilbertOrder(bucketBytes: bucketBytes) { entry, record in
+            progress?(
+                "writing \(spill.count) map features from \(buckets.sizes.count) bucket\(buckets.sizes.count == 1 ? "" : "s")"
+            )
+            try buckets.forEach { entry, record in
                 rows.add(record: record, feature: entry.number)
                 try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in
                     try boxWriter.append(bytes)
@@ -101,6 +109,7 @@ extension PlaceDatabase {
         }
         try boxWriter.flush()
         let bounds = try MapBoundsTreeWriter(count: spill.count, into: database)
+        progress?("writing the map's R*Tree (\(bounds.tree.nodeCount) nodes)")
         let boxes = SpillReader(file: boxFile, size: boxWriter.offset)
         let boxSize = MemoryLayout<PackedRTree.Box>.size
         for _ in 0..<spill.count { try bounds.add(try boxes.read(boxSize).loadUnaligned(as: PackedRTree.Box.self)) }

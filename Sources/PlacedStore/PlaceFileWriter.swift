@@ -375,8 +375,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
             }
             try PlaceDatabase.indexIDs(in: database, path: temporaryPath)
             if let mapSpill {
-                progress?("writing \(mapSpill.count) map features")
-                try PlaceDatabase.writeMapLayer(mapSpill, bucketBytes: bucketBytes, into: database)
+                try PlaceDatabase.writeMapLayer(mapSpill, bucketBytes: bucketBytes, into: database, progress: progress)
                 // Its files go now, not after the pack's copy and sync.
                 self.mapSpill = nil
             }

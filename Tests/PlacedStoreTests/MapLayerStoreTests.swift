@@ -386,9 +386,11 @@ import Testing
         #expect(spill.count == features.count)
         let boxes = features.map { BoundsCoding.box($0.bounds) }
         let order = Self.hilbertOrder(boxes)
-        for bucketBytes in [1 << 27, 1 << 16, 1 << 16] {
+        for (bucketBytes, bucketCount) in [(1 << 27, 1), (1 << 16, 5), (1 << 16, 5)] {
             var visited: [Int] = []
-            try spill.forEachInHilbertOrder(bucketBytes: bucketBytes) { entry, bytes in
+            let buckets = try spill.hilbertBuckets(bucketBytes: bucketBytes)
+            #expect(buckets.sizes.count == bucketCount && buckets.sizes.reduce(0, +) == features.count)
+            try buckets.forEach { entry, bytes in
                 let number = Int(entry.number)
                 visited.append(number)
                 let feature = features[number]
