@@ -23,8 +23,9 @@ final class MapBoundsTreeWriter {
 
     private let replaceRoot: Statement
     private let insertNode: Statement
-    private let insertRowid: Statement
-    private let insertParent: Statement
+    /// Each entry's leaf, each node's parent.
+    private var leafOfEntry: NodeMapping
+    private var parentOfNode: NodeMapping
 
     /// A writer of `count` boxes into `database`'s empty `map_bounds`, in its open transaction.
     init(count: Int, into database: Database) throws {
@@ -44,8 +45,12 @@ final class MapBoundsTreeWriter {
         leafBoxes.reserveCapacity(tree.levels[0])
         replaceRoot = try database.prepare("UPDATE map_bounds_node SET data = ?2 WHERE nodeno = ?1")
         insertNode = try database.prepare("INSERT INTO map_bounds_node(nodeno, data) VALUES (?, ?)")
-        insertRowid = try database.prepare("INSERT INTO map_bounds_rowid(rowid, nodeno) VALUES (?, ?)")
-        insertParent = try database.prepare("INSERT INTO map_bounds_parent(nodeno, parentnode) VALUES (?, ?)")
+        leafOfEntry = NodeMapping(
+            insert: try MultiRowInsert(
+                into: "map_bounds_rowid", columns: "rowid, nodeno", parametersARow: 2, on: database))
+        parentOfNode = NodeMapping(
+            insert: try MultiRowInsert(
+                into: "map_bounds_parent", columns: "nodeno, parentnode", parametersARow: 2, on: database))
     }
 
     /// The next entry's box.
@@ -64,6 +69,7 @@ final class MapBoundsTreeWriter {
     func finish() throws {
         precondition(added == tree.entryCount, "the tree was made for \(tree.entryCount) boxes, \(added) came")
         guard added > 0 else { return }  // the empty root stays
+        try leafOfEntry.flush()
         var boxes = leafBoxes
         leafBoxes = []
         for level in tree.levels.indices.dropFirst() {
@@ -73,6 +79,7 @@ final class MapBoundsTreeWriter {
             }
             boxes = nodes.map(\.cells.union)
         }
+        try parentOfNode.flush()
     }
 
     /// Node `node`'s blob, and what its cells refer to mapped to it: a leaf's entries in
@@ -84,12 +91,38 @@ final class MapBoundsTreeWriter {
         try statement.bind(node, at: 1)
         try statement.bind(blob: blob, at: 2)
         try statement.step()
-        let under = isLeaf ? insertRowid : insertParent
         for cell in cells {
-            defer { under.reset() }
-            try under.bind(cell.reference, at: 1)
-            try under.bind(node, at: 2)
-            try under.step()
+            if isLeaf {
+                try leafOfEntry.add(cell.reference, under: node)
+            } else {
+                try parentOfNode.add(cell.reference, under: node)
+            }
+        }
+    }
+
+    /// (what a cell refers to, the node holding it) rows waiting for their table, inserted 1,024 at a
+    /// time, 64 a statement: a leaf's 51 would go one at a time.
+    private struct NodeMapping {
+        let insert: MultiRowInsert
+        var pending: [(reference: Int64, node: Int64)] = []
+
+        init(insert: MultiRowInsert) {
+            self.insert = insert
+            pending.reserveCapacity(1_024)
+        }
+
+        mutating func add(_ reference: Int64, under node: Int64) throws(SQLiteError) {
+            pending.append((reference, node))
+            if pending.count == 1_024 { try flush() }
+        }
+
+        mutating func flush() throws(SQLiteError) {
+            let rows = pending
+            pending.removeAll(keepingCapacity: true)
+            try insert.insert(count: rows.count) { (row, statement, after) throws(SQLiteError) in
+                try statement.bind(rows[row].reference, at: after + 1)
+                try statement.bind(rows[row].node, at: after + 2)
+            }
         }
     }
 }
