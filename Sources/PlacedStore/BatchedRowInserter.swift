@@ -14,7 +14,7 @@ final class BatchedRowInserter<Row> {
     private let insert: MultiRowInsert
     private let bind: Bind
     private let worker: OrderedWorker
-    /// The first failure on the worker (set there, read after `wait`).
+    /// The first failure on the worker: set there, read there and by `add` as each batch goes.
     private let failure = FailureBox()
     /// The batch: its records end to end, and each row with where its record ends.
     private var bytes: [UInt8] = []
@@ -31,11 +31,16 @@ final class BatchedRowInserter<Row> {
         rows.reserveCapacity(batchSize)
     }
 
-    /// `record`'s bytes and `row` as the next row.
-    func add(_ row: Row, record: UnsafeRawBufferPointer) {
+    /// `record`'s bytes and `row` as the next row. Throws the worker's first failure once it is
+    /// known, as a batch is handed over (at most `depth` + 1 batches after the one that failed, as
+    /// `submit` waits for room): the caller stops reading what no row will take.
+    func add(_ row: Row, record: UnsafeRawBufferPointer) throws(SQLiteError) {
         bytes.append(contentsOf: record)
         rows.append((row, bytes.count))
-        if rows.count == batchSize { flush() }
+        if rows.count == batchSize {
+            if let error = failure.error { throw error }
+            flush()
+        }
     }
 
     /// Waits for every row; throws the first failure.
@@ -72,6 +77,12 @@ final class BatchedRowInserter<Row> {
     }
 
     private final class FailureBox: @unchecked Sendable {
-        var error: SQLiteError?
+        private let lock = ThreadLock()
+        private var first: SQLiteError?
+
+        var error: SQLiteError? {
+            get { lock.withLock { first } }
+            set { lock.withLock { first = newValue } }
+        }
     }
 }

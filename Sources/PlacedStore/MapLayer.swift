@@ -100,7 +100,7 @@ extension PlaceDatabase {
                 "writing \(spill.count) map features from \(buckets.sizes.count) bucket\(buckets.sizes.count == 1 ? "" : "s")"
             )
             try buckets.forEach { entry, record in
-                rows.add(record: record, feature: entry.number)
+                try rows.add(record: record, feature: entry.number)
                 try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in
                     try boxWriter.append(bytes)
                 }

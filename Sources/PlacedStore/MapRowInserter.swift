@@ -36,8 +36,11 @@ final class MapRowInserter {
         }
     }
 
-    /// Feature `feature`'s spilled record (`MapFeatureRecord`'s bytes) as the next row.
-    func add(record: UnsafeRawBufferPointer, feature: UInt32) { rows.add(feature, record: record) }
+    /// Feature `feature`'s spilled record (`MapFeatureRecord`'s bytes) as the next row; throws a
+    /// failure of the rows before, once known.
+    func add(record: UnsafeRawBufferPointer, feature: UInt32) throws(SQLiteError) {
+        try rows.add(feature, record: record)
+    }
 
     /// Waits for every row; throws the first failure (a record that does not decode, SQLite's error).
     func finish() throws(SQLiteError) { try rows.finish() }

@@ -346,7 +346,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
                                     littleEndian: head.loadUnaligned(fromByteOffset: 24, as: UInt64.self))))
                         let record = UnsafeRawBufferPointer(
                             rebasing: raw[(slot + Self.spillPrefix)..<(slot + Self.spillPrefix + length)])
-                        rows.add(record: record, kind: code, coordinate: coordinate)
+                        try rows.add(record: record, kind: code, coordinate: coordinate)
                         try columns.append(area: area, reach: reach, kind: code, record: record)
                         if area > 0 {
                             areaNumbers.append(Int32(position))
@@ -780,8 +780,8 @@ final class RowInserter {
     }
 
     /// The place of `record` (its spilled bytes), at `coordinate`, of kind number `kind`.
-    func add(record: UnsafeRawBufferPointer, kind: UInt32, coordinate: Coordinate) {
-        rows.add((Int(kind), coordinate), record: record)
+    func add(record: UnsafeRawBufferPointer, kind: UInt32, coordinate: Coordinate) throws(SQLiteError) {
+        try rows.add((Int(kind), coordinate), record: record)
     }
 
     /// Waits for every row; throws the first insert's failure.

@@ -261,7 +261,7 @@ import Testing
         MapFeatureRecord.encode(Self.street, into: &record)
         for feature in 0..<UInt32(1_500) {
             let bytes = feature == 1_100 ? Array(record.dropLast()) : record
-            bytes.withUnsafeBytes { rows.add(record: $0, feature: feature * 2) }
+            try bytes.withUnsafeBytes { try rows.add(record: $0, feature: feature * 2) }
         }
         #expect {
             try rows.finish()
@@ -271,6 +271,33 @@ import Testing
         }
         // The first batch and the second's first statement of 64 are in; none from the bad row's on.
         #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 1_024 + 64)
+    }
+
+    /// Once the rows' thread has failed, adding more throws its failure within a few batches (the
+    /// queue's four and the one being handed over), so that an import stops reading records no row
+    /// will take; no row from the failed statement on is in.
+    @Test func aFailureStopsTheRowsBeingAddedSoon() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path + "/rows.db", mode: .readWriteCreate)
+        try database.execute(
+            "CREATE TABLE map_features(id TEXT, kind TEXT, class TEXT, name TEXT, names TEXT, geometry BLOB)")
+        let rows = try MapRowInserter(into: database)
+        defer { rows.stop() }
+        var record: [UInt8] = []
+        MapFeatureRecord.encode(Self.street, into: &record)
+        let cut = Array(record.dropLast())
+        var added = 0
+        #expect {
+            for feature in 0..<UInt32(100_000) {
+                try (feature == 10 ? cut : record).withUnsafeBytes { try rows.add(record: $0, feature: feature) }
+                added += 1
+            }
+        } throws: { error in
+            (error as? SQLiteError)?.message == "map feature 10's spilled row does not decode"
+        }
+        #expect(added < 6 * MapRowInserter.batchSize, "\(added) rows added after the failure")
+        #expect(throws: SQLiteError.self) { try rows.finish() }
+        #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 0)
     }
 
     /// Trees of one node and of two levels, and none: `rtreecheck` passes, the nodes and depth are
