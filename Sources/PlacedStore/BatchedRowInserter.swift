@@ -32,15 +32,15 @@ final class BatchedRowInserter<Row> {
     }
 
     /// `record`'s bytes and `row` as the next row. Throws the worker's first failure once it is
-    /// known, as a batch is handed over (at most `depth` + 1 batches after the one that failed, as
-    /// `submit` waits for room): the caller stops reading what no row will take.
+    /// known, as a batch is handed over: at the latest with the batch `depth` + 1 after the one that
+    /// failed, as `submit` returns only once all but `depth` waiting and one running are done. The
+    /// caller stops reading what no row will take.
     func add(_ row: Row, record: UnsafeRawBufferPointer) throws(SQLiteError) {
         bytes.append(contentsOf: record)
         rows.append((row, bytes.count))
-        if rows.count == batchSize {
-            if let error = failure.error { throw error }
-            flush()
-        }
+        guard rows.count == batchSize else { return }
+        flush()
+        if let error = failure.error { throw error }
     }
 
     /// Waits for every row; throws the first failure.
@@ -70,7 +70,7 @@ final class BatchedRowInserter<Row> {
                         try bind(rows[offset].row, record, first + offset, statement, after)
                     }
                 } catch {
-                    failure.error = error
+                    failure.record(error)
                 }
             }
         }
@@ -80,9 +80,9 @@ final class BatchedRowInserter<Row> {
         private let lock = ThreadLock()
         private var first: SQLiteError?
 
-        var error: SQLiteError? {
-            get { lock.withLock { first } }
-            set { lock.withLock { first = newValue } }
-        }
+        var error: SQLiteError? { lock.withLock { first } }
+
+        /// Keeps `error` unless one came before.
+        func record(_ error: SQLiteError) { lock.withLock { if first == nil { first = error } } }
     }
 }

@@ -3,8 +3,8 @@ import PlacedCore
 
 /// `map_bounds`, the map layer's R*Tree, written straight into SQLite's shadow tables as a packed tree
 /// (`PackedRTree`) from boxes given in the rows' order (the box added first is entry 1, the rowid of
-/// the first row): each leaf written with its entries' `map_bounds_rowid` rows as soon as it is full,
-/// the levels above from the leaves' boxes in `finish`. Memory holds one leaf, a box a leaf and, in
+/// the first row): each leaf's node written as soon as it is full (its entries' `map_bounds_rowid`
+/// rows 1,024 at a time), the levels above from the leaves' boxes in `finish`. Memory holds one leaf, a box a leaf and, in
 /// `finish`, a cell a leaf (about a byte a feature: 40 MB at 39 M), where the tree sorted whole
 /// (Sort-Tile-Recursive) held every box and more: 40 bytes a feature.
 ///
@@ -100,28 +100,28 @@ final class MapBoundsTreeWriter {
         }
     }
 
-    /// (what a cell refers to, the node holding it) rows waiting for their table, inserted 1,024 at a
+    /// (what a cell refers to, the node holding it) rows waiting for their table, inserted `batch` at a
     /// time, 64 a statement: a leaf's 51 would go one at a time.
     private struct NodeMapping {
+        static let batch = 1_024
         let insert: MultiRowInsert
         var pending: [(reference: Int64, node: Int64)] = []
 
         init(insert: MultiRowInsert) {
             self.insert = insert
-            pending.reserveCapacity(1_024)
+            pending.reserveCapacity(Self.batch)
         }
 
         mutating func add(_ reference: Int64, under node: Int64) throws(SQLiteError) {
             pending.append((reference, node))
-            if pending.count == 1_024 { try flush() }
+            if pending.count == Self.batch { try flush() }
         }
 
         mutating func flush() throws(SQLiteError) {
-            let rows = pending
-            pending.removeAll(keepingCapacity: true)
-            try insert.insert(count: rows.count) { (row, statement, after) throws(SQLiteError) in
-                try statement.bind(rows[row].reference, at: after + 1)
-                try statement.bind(rows[row].node, at: after + 2)
+            defer { pending.removeAll(keepingCapacity: true) }
+            try insert.insert(count: pending.count) { (row, statement, after) throws(SQLiteError) in
+                try statement.bind(pending[row].reference, at: after + 1)
+                try statement.bind(pending[row].node, at: after + 2)
             }
         }
     }

@@ -7,7 +7,8 @@ import PlacedCore
 /// the features themselves took about 400 bytes each (5.3 GB for city-10M's 13 M) and their boxes
 /// and record starts in memory 24 (943 MB for city-30M's 39 M).
 ///
-/// `forEachInHilbertOrder` reads them back in the rows' order, bucket by bucket (`HilbertOrder`).
+/// `hilbertBuckets(bucketBytes:)` then `HilbertBuckets.forEach` read them back in the rows' order, bucket
+/// by bucket (`HilbertOrder`).
 final class MapFeatureSpill {
     /// A spilled feature: its box as `map_bounds` stores it, where its record is, and its number
     /// (its place in the order features came).

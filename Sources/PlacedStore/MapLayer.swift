@@ -96,9 +96,8 @@ extension PlaceDatabase {
         do {
             let rows = try MapRowInserter(into: database)
             defer { rows.stop() }
-            progress?(
-                "writing \(spill.count) map features from \(buckets.sizes.count) bucket\(buckets.sizes.count == 1 ? "" : "s")"
-            )
+            let bucketCount = buckets.sizes.count
+            progress?("writing \(spill.count) map features from \(bucketCount) bucket\(bucketCount == 1 ? "" : "s")")
             try buckets.forEach { entry, record in
                 try rows.add(record: record, feature: entry.number)
                 try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in
@@ -109,7 +108,8 @@ extension PlaceDatabase {
         }
         try boxWriter.flush()
         let bounds = try MapBoundsTreeWriter(count: spill.count, into: database)
-        progress?("writing the map's R*Tree (\(bounds.tree.nodeCount) nodes)")
+        let nodeCount = bounds.tree.nodeCount
+        progress?("writing the map's R*Tree (\(nodeCount) node\(nodeCount == 1 ? "" : "s"))")
         let boxes = SpillReader(file: boxFile, size: boxWriter.offset)
         let boxSize = MemoryLayout<PackedRTree.Box>.size
         for _ in 0..<spill.count { try bounds.add(try boxes.read(boxSize).loadUnaligned(as: PackedRTree.Box.self)) }

@@ -273,9 +273,10 @@ import Testing
         #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 1_024 + 64)
     }
 
-    /// Once the rows' thread has failed, adding more throws its failure within a few batches (the
-    /// queue's four and the one being handed over), so that an import stops reading records no row
-    /// will take; no row from the failed statement on is in.
+    /// Once the rows' thread has failed, adding more throws its failure within a few batches (at the
+    /// latest with the fifth after the failed one: four may wait and one run while the next is handed
+    /// over), so that an import stops reading records no row will take; no row from the failed
+    /// statement on is in.
     @Test func aFailureStopsTheRowsBeingAddedSoon() throws {
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path + "/rows.db", mode: .readWriteCreate)
@@ -295,7 +296,7 @@ import Testing
         } throws: { error in
             (error as? SQLiteError)?.message == "map feature 10's spilled row does not decode"
         }
-        #expect(added < 6 * MapRowInserter.batchSize, "\(added) rows added after the failure")
+        #expect(added < 6 * MapRowInserter.batchSize, "\(added) rows added")
         #expect(throws: SQLiteError.self) { try rows.finish() }
         #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 0)
     }
