@@ -248,9 +248,8 @@ import Testing
         return boxes.indices.sorted { (order.code(of: boxes[$0]), $0) < (order.code(of: boxes[$1]), $1) }
     }
 
-    /// A record that does not decode fails the rows on their thread as the damage it is, naming the
-    /// feature; the rows stop there (the import then throws its file away).
-    @Test func aRecordThatDoesNotDecodeIsNamedByItsFeature() throws {
+    /// Rows going into a `map_features` table alone in a new file, and a street's record, for `body`.
+    static func withRowsIntoATable(_ body: (Database, MapRowInserter, [UInt8]) throws -> Void) throws {
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path + "/rows.db", mode: .readWriteCreate)
         try database.execute(
@@ -259,18 +258,27 @@ import Testing
         defer { rows.stop() }
         var record: [UInt8] = []
         MapFeatureRecord.encode(Self.street, into: &record)
-        for feature in 0..<UInt32(1_500) {
-            let bytes = feature == 1_100 ? Array(record.dropLast()) : record
-            try bytes.withUnsafeBytes { try rows.add(record: $0, feature: feature * 2) }
+        try body(database, rows, record)
+    }
+
+    /// A record that does not decode fails the rows on their thread as the damage it is, naming the
+    /// feature; the rows stop there (the import then throws its file away).
+    @Test func aRecordThatDoesNotDecodeIsNamedByItsFeature() throws {
+        try Self.withRowsIntoATable { database, rows, record in
+            for feature in 0..<UInt32(1_500) {
+                let bytes = feature == 1_100 ? Array(record.dropLast()) : record
+                try bytes.withUnsafeBytes { try rows.add(record: $0, feature: feature * 2) }
+            }
+            #expect {
+                try rows.finish()
+            } throws: { error in
+                let error = error as? SQLiteError
+                return error?.code == SQLITE_CORRUPT
+                    && error?.message == "map feature 2200's spilled row does not decode"
+            }
+            // The first batch and the second's first statement of 64 are in; none from the bad row's on.
+            #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 1_024 + 64)
         }
-        #expect {
-            try rows.finish()
-        } throws: { error in
-            let error = error as? SQLiteError
-            return error?.code == SQLITE_CORRUPT && error?.message == "map feature 2200's spilled row does not decode"
-        }
-        // The first batch and the second's first statement of 64 are in; none from the bad row's on.
-        #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 1_024 + 64)
     }
 
     /// Once the rows' thread has failed, adding more throws its failure within a few batches (at the
@@ -278,27 +286,52 @@ import Testing
     /// over), so that an import stops reading records no row will take; no row from the failed
     /// statement on is in.
     @Test func aFailureStopsTheRowsBeingAddedSoon() throws {
-        let directory = TemporaryDirectory()
-        let database = try Database(path: directory.path + "/rows.db", mode: .readWriteCreate)
-        try database.execute(
-            "CREATE TABLE map_features(id TEXT, kind TEXT, class TEXT, name TEXT, names TEXT, geometry BLOB)")
-        let rows = try MapRowInserter(into: database)
-        defer { rows.stop() }
-        var record: [UInt8] = []
-        MapFeatureRecord.encode(Self.street, into: &record)
-        let cut = Array(record.dropLast())
-        var added = 0
-        #expect {
-            for feature in 0..<UInt32(100_000) {
-                try (feature == 10 ? cut : record).withUnsafeBytes { try rows.add(record: $0, feature: feature) }
-                added += 1
+        try Self.withRowsIntoATable { database, rows, record in
+            let cut = Array(record.dropLast())
+            var added = 0
+            #expect {
+                for feature in 0..<UInt32(100_000) {
+                    try (feature == 10 ? cut : record).withUnsafeBytes { try rows.add(record: $0, feature: feature) }
+                    added += 1
+                }
+            } throws: { error in
+                (error as? SQLiteError)?.message == "map feature 10's spilled row does not decode"
             }
-        } throws: { error in
-            (error as? SQLiteError)?.message == "map feature 10's spilled row does not decode"
+            #expect(added < 6 * MapRowInserter.batchSize, "\(added) rows added")
+            #expect(throws: SQLiteError.self) { try rows.finish() }
+            let inserted = try database.scalarInt64("SELECT count(*) FROM map_features")
+            #expect(inserted == 0)
         }
-        #expect(added < 6 * MapRowInserter.batchSize, "\(added) rows added")
-        #expect(throws: SQLiteError.self) { try rows.finish() }
-        #expect(try database.scalarInt64("SELECT count(*) FROM map_features") == 0)
+    }
+
+    /// A tree of more nodes than one batch of parent rows (60,000 boxes: 1,177 leaves, 24 nodes above,
+    /// the root), written alone into an R*Tree: `rtreecheck` passes, every entry and node is mapped once,
+    /// and the world's box finds every entry.
+    @Test func aTreeOfManyNodesIsOneSQLiteChecks() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path + "/tree.db", mode: .readWriteCreate)
+        try database.execute("CREATE VIRTUAL TABLE map_bounds USING rtree_i32(id, min_lat, max_lat, min_lon, max_lon)")
+        try database.execute("BEGIN")
+        var random = SplitMix64(seed: 43)
+        let bounds = try MapBoundsTreeWriter(count: 60_000, into: database)
+        #expect(bounds.tree.levels == [1_177, 24, 1])
+        for _ in 0..<60_000 {
+            let latitude = Int32.random(in: 600_000_000...610_000_000, using: &random)
+            let longitude = Int32.random(in: 240_000_000...250_000_000, using: &random)
+            try bounds.add(
+                PackedRTree.Box(
+                    minLatitude: latitude, maxLatitude: latitude + 900, minLongitude: longitude,
+                    maxLongitude: longitude + 1_800))
+        }
+        try bounds.finish()
+        try database.execute("COMMIT")
+        let check = try database.prepare("SELECT rtreecheck('map_bounds')")
+        #expect(try check.step() && check.text(at: 0) == "ok")
+        #expect(try database.scalarInt64("SELECT count(*) FROM map_bounds_node") == 1_202)
+        #expect(try database.scalarInt64("SELECT count(DISTINCT nodeno) FROM map_bounds_parent") == 1_201)
+        #expect(try database.scalarInt64("SELECT count(DISTINCT rowid) FROM map_bounds_rowid") == 60_000)
+        let found = try Self.rtreeQuery(database, [-900_000_000, 900_000_000, -1_800_000_000, 1_800_000_000])
+        #expect(found.map { $0[0] } == Array(1...60_000))
     }
 
     /// Trees of one node and of two levels, and none: `rtreecheck` passes, the nodes and depth are
