@@ -31,6 +31,8 @@ final class MapFeatureSpill {
     private var order = HilbertOrder()
 
     private(set) var count = 0
+    /// `hilbertBuckets` has run: the entries' file is gone, no feature may come.
+    private var isOrdered = false
 
     init(in directory: String) throws(PlaceDatabaseError) {
         self.directory = directory
@@ -45,6 +47,7 @@ final class MapFeatureSpill {
     /// at the first failure (`PlaceFileWriter.add`).
     func add(_ feature: MapFeature) throws(PlaceDatabaseError) {
         try PlaceDatabase.validate(feature)
+        precondition(!isOrdered, "a map feature added to a spill already ordered")
         precondition(count < Int(UInt32.max), "more map features than 32-bit numbers reach")
         record.removeAll(keepingCapacity: true)
         MapFeatureRecord.encode(feature, into: &record)
@@ -60,9 +63,12 @@ final class MapFeatureSpill {
     /// The features ordered along the Hilbert curve of the boxes' centres, to be visited in that order
     /// (`HilbertBuckets.forEach`): the entries are counted along the curve, then distributed into
     /// buckets of consecutive stretches of it (`BucketPlan`) of about `bucketBytes` each, with a 64 kB
-    /// buffer a bucket while they are filled. Disk holds the entries, the buckets (freed as they are
-    /// read) and the records: 64 bytes a feature beside the records.
+    /// buffer a bucket while they are filled. Once only: the entries' file goes once they are in their
+    /// buckets, so disk holds at most 64 bytes a feature beside the records (the entries and the
+    /// buckets, as the last is filled), then the buckets, each freed as it is read.
     func hilbertBuckets(bucketBytes: Int) throws -> HilbertBuckets {
+        precondition(!isOrdered, "a spill is ordered once")
+        isOrdered = true
         try writer.flush()
         try entryWriter.flush()
         guard count > 0 else {
@@ -88,6 +94,7 @@ final class MapFeatureSpill {
             try withUnsafeBytes(of: entry) { (bytes) throws(PlaceDatabaseError) in try writers[bucket].append(bytes) }
         }
         for index in writers.indices { try writers[index].flush() }
+        entryFile.close()
         return HilbertBuckets(buckets: buckets, sizes: sizes, order: order, records: Reader(file: file))
     }
 
