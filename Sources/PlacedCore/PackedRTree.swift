@@ -11,7 +11,7 @@
 /// entries have come and the levels above from the leaves' boxes at the end.
 public struct PackedRTree: Sendable {
     /// A box in whole 1e-7 degrees (OSM's resolution), ends included.
-    public struct Box: Equatable, Sendable {
+    public struct Box: Equatable, Sendable, BitwiseCopyable {
         public var minLatitude: Int32
         public var maxLatitude: Int32
         public var minLongitude: Int32

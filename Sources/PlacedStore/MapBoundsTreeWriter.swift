@@ -20,6 +20,8 @@ final class MapBoundsTreeWriter {
     /// Each written leaf's box.
     private var leafBoxes: [PackedRTree.Box] = []
     private var added = 0
+    /// Where the leaf being filled ends among the entries.
+    private var leafEnd = 0
 
     private let replaceRoot: Statement
     private let insertNode: Statement
@@ -43,6 +45,7 @@ final class MapBoundsTreeWriter {
         blob = [UInt8](repeating: 0, count: Int(rootLength))
         leaf.reserveCapacity(tree.capacity)
         leafBoxes.reserveCapacity(tree.levels[0])
+        leafEnd = tree.cells(level: 0, node: 0).upperBound
         replaceRoot = try database.prepare("UPDATE map_bounds_node SET data = ?2 WHERE nodeno = ?1")
         insertNode = try database.prepare("INSERT INTO map_bounds_node(nodeno, data) VALUES (?, ?)")
         leafOfEntry = NodeMapping(
@@ -58,11 +61,11 @@ final class MapBoundsTreeWriter {
         precondition(added < tree.entryCount, "more boxes than the tree was made for")
         added += 1
         leaf.append(PackedRTree.Cell(reference: Int64(added), box: box))
-        guard added == tree.cells(level: 0, node: leafBoxes.count).upperBound else { return }
-        let node = tree.number(level: 0, node: leafBoxes.count)
-        try write(node, leaf, isLeaf: true)
+        guard added == leafEnd else { return }
+        try write(tree.number(level: 0, node: leafBoxes.count), leaf)
         leafBoxes.append(leaf.union)
         leaf.removeAll(keepingCapacity: true)
+        if leafBoxes.count < tree.levels[0] { leafEnd = tree.cells(level: 0, node: leafBoxes.count).upperBound }
     }
 
     /// Writes the levels above the leaves, once every box is in.
@@ -75,7 +78,7 @@ final class MapBoundsTreeWriter {
         for level in tree.levels.indices.dropFirst() {
             let nodes = tree.nodes(level: level, over: boxes)
             for (number, cells) in nodes {
-                try write(number, cells, isLeaf: false)
+                try write(number, cells)
             }
             boxes = nodes.map(\.cells.union)
         }
@@ -84,19 +87,17 @@ final class MapBoundsTreeWriter {
 
     /// Node `node`'s blob, and what its cells refer to mapped to it: a leaf's entries in
     /// `map_bounds_rowid`, an inner node's children in `map_bounds_parent`.
-    private func write(_ node: Int64, _ cells: [PackedRTree.Cell], isLeaf: Bool) throws {
+    private func write(_ node: Int64, _ cells: [PackedRTree.Cell]) throws {
         RTreeNodeCoding.encode(cells, depth: node == 1 ? tree.depth : 0, into: &blob)
         let statement = node == 1 ? replaceRoot : insertNode
         defer { statement.reset() }
         try statement.bind(node, at: 1)
         try statement.bind(blob: blob, at: 2)
         try statement.step()
-        for cell in cells {
-            if isLeaf {
-                try leafOfEntry.add(cell.reference, under: node)
-            } else {
-                try parentOfNode.add(cell.reference, under: node)
-            }
+        if node >= tree.number(level: 0, node: 0) {
+            try leafOfEntry.add(cells, under: node)
+        } else {
+            try parentOfNode.add(cells, under: node)
         }
     }
 
@@ -112,9 +113,11 @@ final class MapBoundsTreeWriter {
             pending.reserveCapacity(Self.batch)
         }
 
-        mutating func add(_ reference: Int64, under node: Int64) throws(SQLiteError) {
-            pending.append((reference, node))
-            if pending.count == Self.batch { try flush() }
+        mutating func add(_ cells: [PackedRTree.Cell], under node: Int64) throws(SQLiteError) {
+            for cell in cells {
+                pending.append((cell.reference, node))
+                if pending.count == Self.batch { try flush() }
+            }
         }
 
         mutating func flush() throws(SQLiteError) {

@@ -12,7 +12,7 @@ import PlacedCore
 final class MapFeatureSpill {
     /// A spilled feature: its box as `map_bounds` stores it, where its record is, and its number
     /// (its place in the order features came).
-    struct Entry: Equatable {
+    struct Entry: BitwiseCopyable {
         var box: PackedRTree.Box
         var start: Int
         var length: UInt32
@@ -55,7 +55,7 @@ final class MapFeatureSpill {
             box: BoundsCoding.box(feature.bounds), start: writer.offset, length: UInt32(record.count),
             number: UInt32(count))
         try writer.append(record)
-        try withUnsafeBytes(of: entry) { (bytes) throws(PlaceDatabaseError) in try entryWriter.append(bytes) }
+        try entryWriter.append(raw: entry)
         order.include(entry.box)
         count += 1
     }
@@ -91,7 +91,7 @@ final class MapFeatureSpill {
         }
         try forEachEntry { entry in
             let bucket = Int(bucketOfStretch[stretch(entry)])
-            try withUnsafeBytes(of: entry) { (bytes) throws(PlaceDatabaseError) in try writers[bucket].append(bytes) }
+            try writers[bucket].append(raw: entry)
         }
         for index in writers.indices { try writers[index].flush() }
         entryFile.close()
@@ -169,7 +169,7 @@ final class MapFeatureSpill {
     private func forEachEntry(_ body: (Entry) throws -> Void) throws {
         let reader = SpillReader(file: entryFile, size: entryWriter.offset)
         for _ in 0..<count {
-            try body(try reader.read(MemoryLayout<Entry>.size).loadUnaligned(as: Entry.self))
+            try body(try reader.read(as: Entry.self))
         }
     }
 

@@ -100,9 +100,7 @@ extension PlaceDatabase {
             progress?("writing \(spill.count) map features from \(bucketCount) bucket\(bucketCount == 1 ? "" : "s")")
             try buckets.forEach { entry, record in
                 try rows.add(record: record, feature: entry.number)
-                try withUnsafeBytes(of: entry.box) { (bytes) throws(PlaceDatabaseError) in
-                    try boxWriter.append(bytes)
-                }
+                try boxWriter.append(raw: entry.box)
             }
             try rows.finish()
         }
@@ -111,8 +109,7 @@ extension PlaceDatabase {
         let nodeCount = bounds.tree.nodeCount
         progress?("writing the map's R*Tree (\(nodeCount) node\(nodeCount == 1 ? "" : "s"))")
         let boxes = SpillReader(file: boxFile, size: boxWriter.offset)
-        let boxSize = MemoryLayout<PackedRTree.Box>.size
-        for _ in 0..<spill.count { try bounds.add(try boxes.read(boxSize).loadUnaligned(as: PackedRTree.Box.self)) }
+        for _ in 0..<spill.count { try bounds.add(try boxes.read(as: PackedRTree.Box.self)) }
         try bounds.finish()
     }
 

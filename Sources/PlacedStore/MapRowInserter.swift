@@ -7,8 +7,6 @@ import CSQLite
 final class MapRowInserter {
     static let batchSize = 1_024
 
-    static func undecodable(_ feature: UInt32) -> String { "map feature \(feature)'s spilled row does not decode" }
-
     /// Each row's feature number (for an error).
     private let rows: BatchedRowInserter<UInt32>
 
@@ -19,7 +17,9 @@ final class MapRowInserter {
         rows = BatchedRowInserter(batchSize: Self.batchSize, insert: insert) {
             (feature, record, number, statement, parameter) throws(SQLiteError) in
             guard let row = MapFeatureRecord(record) else {
-                throw SQLiteError(code: SQLITE_CORRUPT, message: Self.undecodable(feature), operation: "decode")
+                throw SQLiteError(
+                    code: SQLITE_CORRUPT, message: "map feature \(feature)'s spilled row does not decode",
+                    operation: "decode")
             }
             try statement.bind(Int64(number + 1), at: parameter + 1)
             try statement.bind(borrowedText: row.id, at: parameter + 2)

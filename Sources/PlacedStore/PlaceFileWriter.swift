@@ -723,6 +723,11 @@ final class SpillReader {
         return Coordinate(latitude: latitude, longitude: longitude)
     }
 
+    /// The next value written by `FileWriter.append(raw:)`.
+    func read<T: BitwiseCopyable>(as type: T.Type) throws(PlaceDatabaseError) -> T {
+        try read(MemoryLayout<T>.size).loadUnaligned(as: T.self)
+    }
+
     func read(_ count: Int) throws(PlaceDatabaseError) -> UnsafeRawBufferPointer {
         if end - start < count {
             // Keep what is left, then fill the rest.

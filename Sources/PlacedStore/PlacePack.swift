@@ -164,6 +164,13 @@ struct FileWriter {
         if buffer.count >= capacity { try flush() }
     }
 
+    /// `value`'s bytes as they are in memory: for a temporary file this process reads back itself.
+    mutating func append<T: BitwiseCopyable>(raw value: T) throws(PlaceDatabaseError) {
+        withUnsafeBytes(of: value) { buffer.append(contentsOf: $0) }
+        offset += MemoryLayout<T>.size
+        if buffer.count >= capacity { try flush() }
+    }
+
     mutating func append(zeros count: Int) throws(PlaceDatabaseError) {
         try append([UInt8](repeating: 0, count: count))
     }
