@@ -248,12 +248,13 @@ private struct Parser {
     mutating func parseObject(depth: Int) throws(JSONError) -> JSON {
         if depth > depthLimit { throw JSONError(.tooDeep(limit: depthLimit), offset: position) }
         position += 1  // {
-        var members: [String: JSON] = [:]
         skipWhitespace()
         if try peek() == UInt8(ascii: "}") {
             position += 1
-            return .object(members)
+            return .object([:])
         }
+        // Room for a few members at once: growing one member at a time rehashes twice by the third.
+        var members = [String: JSON](minimumCapacity: 4)
         while true {
             skipWhitespace()
             let keyOffset = position
@@ -620,6 +621,7 @@ extension JSON {
     /// `number` (finite) as JSON text into `text` (32 bytes at least); returns its length. Exact integers within ±2^53 print as
     /// integers ("3", not "3.0"; "-0" becomes "0"), the others in Swift's shortest round-trip form
     /// ("0.1", "1e-07", "1e+20"), which is valid JSON as written.
+    @usableFromInline
     static func format(number: Double, into text: UnsafeMutablePointer<UInt8>) -> Int {
         guard number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 else {
             return ShortestDouble.format(number, into: text)
@@ -665,6 +667,7 @@ extension JSON {
 
     /// Writes `bytes` escaped into `output` (room for six bytes each), as `appendEscaped` appends them;
     /// returns how many bytes it wrote.
+    @usableFromInline
     static func escape(_ bytes: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> Int {
         var end = output
         forEachEscape(

@@ -3,9 +3,10 @@
 /// uniqueness for every key, number and string. The text is what `JSON.encode` writes of the same
 /// values; every write checks that it fits.
 public struct JSONWriter {
-    private let start: UnsafeMutablePointer<UInt8>
-    private var end: UnsafeMutablePointer<UInt8>
-    private let limit: UnsafeMutablePointer<UInt8>
+    // Inlinable, with what it reads, so that a writer's small writes compile into its caller's loop.
+    @usableFromInline let start: UnsafeMutablePointer<UInt8>
+    @usableFromInline var end: UnsafeMutablePointer<UInt8>
+    @usableFromInline let limit: UnsafeMutablePointer<UInt8>
 
     private init(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
         start = buffer.baseAddress!
@@ -23,20 +24,24 @@ public struct JSONWriter {
     }
 
     /// At most what `string(validUTF8:)` writes for `byteCount` bytes: quotes, and `\u00XX` for each.
+    @inlinable
     public static func stringBound(_ byteCount: Int) -> Int { 6 * byteCount + 2 }
     /// At most what `number(orNull:)` writes: "-2.2250738585072014e-308" is 24 bytes.
     public static let numberBound = 32
 
-    private mutating func room(_ count: Int) {
+    @inlinable
+    mutating func room(_ count: Int) {
         precondition(limit - end >= count, "JSONWriter: the text outgrew its bound")
     }
 
+    @inlinable
     public mutating func byte(_ byte: UInt8) {
         room(1)
         end.pointee = byte
         end += 1
     }
 
+    @inlinable
     public mutating func bytes(_ bytes: UnsafeRawBufferPointer) {
         room(bytes.count)
         if let base = bytes.baseAddress {
@@ -51,6 +56,7 @@ public struct JSONWriter {
 
     /// The string whose UTF-8 `bytes` are (valid UTF-8), quoted and escaped as `JSON.encode(string:into:)`
     /// writes it.
+    @inlinable
     public mutating func string(validUTF8 bytes: UnsafeRawBufferPointer) {
         room(Self.stringBound(bytes.count))
         end.pointee = UInt8(ascii: "\"")
@@ -66,6 +72,7 @@ public struct JSONWriter {
     }
 
     /// `value` as `JSON.encode(number:into:)` writes it, and null when it is not finite.
+    @inlinable
     public mutating func number(orNull value: Double) {
         room(Self.numberBound)
         guard value.isFinite else {

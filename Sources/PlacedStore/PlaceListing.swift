@@ -61,13 +61,14 @@ public struct PlaceListing {
         if flags & PlacePack.RecordFlag.outline != 0 {
             guard let count = reader.varint(), count <= (reader.bytes.count - reader.position) / 16 else { return nil }
         }
-        guard UTF8Check.isValid(id), UTF8Check.isValid(name), address.map(UTF8Check.isValid) ?? true else {
-            return nil
-        }
         let candidate = places[index].candidate
+        let kind = database.pack.kindBytes(candidate.kindCode)
+        guard UTF8Check.isValid(id), UTF8Check.isValid(name), address.map(UTF8Check.isValid) ?? true,
+            UTF8Check.isValid(kind)
+        else { return nil }
         return PlaceText(
             id: id, name: name, address: address, addressSource: PlacePack.sourceCodes[Int(sourceCode)],
-            kind: candidate.kind, coordinate: candidate.coordinate, names: names)
+            kind: kind, coordinate: candidate.coordinate, names: names)
     }
 }
 
@@ -78,7 +79,8 @@ public struct PlaceText {
     public let name: UnsafeRawBufferPointer
     public let address: UnsafeRawBufferPointer?
     public let addressSource: AddressSource
-    public let kind: String
+    /// The kind ("amenity=cafe") from the file's kinds table.
+    public let kind: UnsafeRawBufferPointer
     public let coordinate: Coordinate
     /// The `names` blob (`LocalizedNamesCoding`), not yet checked.
     let names: UnsafeRawBufferPointer?

@@ -313,6 +313,48 @@ import Testing
         #expect(compared > 10_000)
     }
 
+    /// A kind whose bytes in the file are not UTF-8 (written by something else, or damaged) is written as
+    /// its decoded place's, repaired, as every other string is: the listing reads kinds from the file's
+    /// table, not from the decoded Strings.
+    @Test func aKindThatIsNotUTF8InTheFileIsWrittenRepaired() throws {
+        let centre = Coordinate(latitude: 60.17, longitude: 24.94)
+        let places = (0..<3).map { number in
+            Place(
+                id: "osm:node/\(number)", name: "Place \(number)",
+                kind: number == 1 ? "amenity=caf\u{E9}" : "shop=bakery",
+                address: nil,
+                coordinate: LocalProjection(origin: centre).coordinate(east: Double(number) * 10, north: 0))
+        }
+        let directory = makeTemporaryDirectory("placed-listing-kind")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/places.db"
+        try PlaceDatabase.replace(at: path, with: places)
+        // é is C3 A9: FF A9 is not UTF-8, wherever the file holds the kind (its table and the SQLite row).
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let kind = Array("amenity=caf\u{E9}".utf8)
+        var patched = 0
+        for start in 0...(bytes.count - kind.count) where bytes[start..<start + kind.count].elementsEqual(kind) {
+            bytes[start + kind.count - 2] = 0xFF
+            patched += 1
+        }
+        #expect(patched >= 1)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+
+        let catalog = try PlaceCatalog(path: path)
+        let ranker = try Ranker()
+        let fix = Fix(coordinate: centre, accuracy: 10)
+        let ranking = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: 3)
+        let listing = try catalog.rankListing(fix, with: ranker, picks: PickMemory(), now: 0, limit: 3)
+        #expect(ranking.places.contains { $0.place.kind == "amenity=caf\u{FFFD}\u{FFFD}" })
+        var fast: [UInt8] = []
+        PlaceListJSON.encode(parameters: listing, language: nil, into: &fast)
+        var parameters = Record()
+        parameters.set("places", .records(ranking.places.map { Record.place($0, language: nil) }))
+        // Compared as bytes: decoding them would repair them.
+        let text = written(parameters)
+        #expect(fast.elementsEqual(text.utf8), "\(String(decoding: fast, as: UTF8.self)) against \(text)")
+    }
+
     @Test func aRecordReplyIsFramedAsTheJSONValueReply() throws {
         var parameters = Record()
         parameters.set("generation", .uint(3))

@@ -140,13 +140,14 @@ enum PlaceListJSON {
     /// from the place decoded.
     static func encode(_ listing: PlaceListing, language: String?, into output: inout [UInt8]) {
         let nameLanguage = NameLanguage(language)
+        let layout = textLayout
         output.append(UInt8(ascii: "["))
         for index in 0..<listing.count {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             if let text = listing.text(at: index), let name = text.name(for: nameLanguage) {
                 encode(
                     text, name: name, distance: listing.distance(at: index),
-                    likelihood: listing.likelihood(at: index), into: &output)
+                    likelihood: listing.likelihood(at: index), layout: layout, into: &output)
             } else {
                 encode(listing.rankedPlace(at: index), language: language, into: &output)
             }
@@ -193,54 +194,109 @@ enum PlaceListJSON {
     }
 
     /// The same fields from a record's text (`name`: the one chosen for the reader's language), written
-    /// through a `JSONWriter` sized for the place.
+    /// through a `JSONWriter` sized for the place: the template of the place's shape (`TextLayout`) gives
+    /// the constant bytes between the values, so a place is its eight values (seven without an address),
+    /// each after one copy.
     private static func encode(
         _ text: PlaceText, name: UnsafeRawBufferPointer, distance: Double, likelihood: Double,
-        into output: inout [UInt8]
+        layout: TextLayout, into output: inout [UInt8]
     ) {
-        let stringBytes =
-            text.id.count + name.count + text.kind.utf8.count + (text.address?.count ?? 0)
-            + text.addressSource.rawValue.utf8.count
-        let capacity = fixedBound + JSONWriter.stringBound(stringBytes) + 4 * JSONWriter.stringBound(0)
-        // The keys from one buffer of trivial ranges: iterating `fields` retains and releases each key.
-        let keys = keyRanges
-        keyText.withUnsafeBytes { keyText in
-            JSONWriter.append(capacity: capacity, to: &output) { writer in
-                writer.byte(UInt8(ascii: "{"))
-                var first = true
-                for (field, range) in keys {
-                    if field == .address, text.address == nil { continue }
-                    if !first { writer.byte(UInt8(ascii: ",")) }
-                    first = false
-                    writer.bytes(UnsafeRawBufferPointer(rebasing: keyText[range]))
-                    switch field {
-                    case .id: writer.string(validUTF8: text.id)
-                    case .name: writer.string(validUTF8: name)
-                    case .kind: writer.string(text.kind)
-                    case .address: writer.string(validUTF8: text.address!)
-                    case .latitude: writer.number(orNull: text.coordinate.latitude)
-                    case .longitude: writer.number(orNull: text.coordinate.longitude)
-                    case .distance: writer.number(orNull: distance)
-                    case .likelihood: writer.number(orNull: likelihood)
-                    case .attribution: writer.bytes(attribution)
-                    case .addressSource: writer.string(text.addressSource.rawValue)
+        let stringBytes = text.id.count + name.count + text.kind.count + (text.address?.count ?? 0)
+        // The four strings' bytes, escaped at worst, and their quotes.
+        let capacity = layout.fixedBound + JSONWriter.stringBound(stringBytes) + 3 * JSONWriter.stringBound(0)
+        let steps = layout.templates[TextLayout.template(text.addressSource, hasAddress: text.address != nil)]
+        layout.constants.withUnsafeBytes { constants in
+            layout.steps.withUnsafeBufferPointer { allSteps in
+                JSONWriter.append(capacity: capacity, to: &output) { writer in
+                    for step in allSteps[steps] {
+                        writer.bytes(UnsafeRawBufferPointer(rebasing: constants[step.constant]))
+                        switch step.value {
+                        case .address: writer.string(validUTF8: text.address!)
+                        case .distance: writer.number(orNull: distance)
+                        case .id: writer.string(validUTF8: text.id)
+                        case .kind: writer.string(validUTF8: text.kind)
+                        case .latitude: writer.number(orNull: text.coordinate.latitude)
+                        case .likelihood: writer.number(orNull: likelihood)
+                        case .longitude: writer.number(orNull: text.coordinate.longitude)
+                        case .name: writer.string(validUTF8: name)
+                        case .end: break
+                        }
                     }
                 }
-                writer.byte(UInt8(ascii: "}"))
             }
         }
     }
 
-    /// `fields`' keys end to end, and where each field's lies in them.
-    private static let keyText: [UInt8] = fields.flatMap(\.key)
-    private static let keyRanges: [(field: Field, range: Range<Int>)] = fields.indices.map { index in
-        let start = fields[..<index].reduce(0) { $0 + $1.key.count }
-        return (fields[index].field, start..<start + fields[index].key.count)
+    /// A place's text between its values, built once from `fields` (so in their order): for each shape
+    /// of place (an address or none, and its source) the steps of writing one, each the constant bytes
+    /// before a value and the value: `{"address":` address, `,"address_source":"own","attribution":"…",
+    /// "distance":` distance, `,"id":` id, … `}`. Flat arrays of plain values, read without retaining.
+    private struct TextLayout {
+        enum Value { case address, distance, id, kind, latitude, likelihood, longitude, name, end }
+
+        /// Every template's constant bytes end to end.
+        private(set) var constants: [UInt8] = []
+        /// Every template's steps end to end, each template's last one `.end`.
+        private(set) var steps: [(constant: Range<Int>, value: Value)] = []
+        /// Each template's steps, at `template(_:hasAddress:)`.
+        private(set) var templates: [Range<Int>]
+        /// The most constant bytes of any template, with room for four numbers.
+        private(set) var fixedBound = 0
+
+        static func template(_ source: AddressSource, hasAddress: Bool) -> Int {
+            let ordinal =
+                switch source {
+                case .own: 0
+                case .building: 1
+                case .nearby: 2
+                case .street: 3
+                case .none: 4
+                }
+            return 2 * ordinal + (hasAddress ? 1 : 0)
+        }
+
+        init() {
+            templates = Array(repeating: 0..<0, count: 2 * AddressSource.allCases.count)
+            for source in AddressSource.allCases {
+                for hasAddress in [false, true] {
+                    let first = steps.count
+                    var pending: [UInt8] = [UInt8(ascii: "{")]
+                    var size = 0
+                    func add(_ value: Value) {
+                        steps.append((constants.count..<constants.count + pending.count, value))
+                        constants += pending
+                        size += pending.count
+                        pending = []
+                    }
+                    var isFirst = true
+                    for (field, key) in fields {
+                        if field == .address, !hasAddress { continue }
+                        if !isFirst { pending.append(UInt8(ascii: ",")) }
+                        isFirst = false
+                        pending += key
+                        switch field {
+                        case .attribution: pending += attribution
+                        case .addressSource: JSON.encode(string: source.rawValue, into: &pending)
+                        case .address: add(.address)
+                        case .distance: add(.distance)
+                        case .id: add(.id)
+                        case .kind: add(.kind)
+                        case .latitude: add(.latitude)
+                        case .likelihood: add(.likelihood)
+                        case .longitude: add(.longitude)
+                        case .name: add(.name)
+                        }
+                    }
+                    pending.append(UInt8(ascii: "}"))
+                    add(.end)
+                    templates[Self.template(source, hasAddress: hasAddress)] = first..<steps.count
+                    fixedBound = max(fixedBound, size + 4 * JSONWriter.numberBound)
+                }
+            }
+        }
     }
 
-    /// A place's bytes but for its strings: braces, keys, commas, the attribution, four numbers.
-    private static let fixedBound =
-        fields.reduce(2) { $0 + $1.key.count + 1 } + attribution.count + 4 * JSONWriter.numberBound
+    private static let textLayout = TextLayout()
 }
 
 extension VarlinkCall {
