@@ -3,7 +3,7 @@
 /// byte buffer: `description` builds a `String` per number, and a ranking's reply has 80 of them.
 ///
 /// A number of eight decimals or fewer below 10^7 (a coordinate) has its digits found directly
-/// (`fewDecimals`); the others' come from Ryu (`shortestDigits`), which chooses the digits as
+/// (`fewDecimals`; from 1 on written in place by `fixedPoint`); the others' come from Ryu (`shortestDigits`), which chooses the digits as
 /// `description` does for every double (ShortestDoubleTests compare the two over millions of doubles).
 enum ShortestDouble {
     /// Appends `value` (finite) as `value.description` reads.
@@ -30,8 +30,17 @@ enum ShortestDouble {
         }
         // The digits go after the sign; formatting moves them into place.
         let digits = text + length
-        let (count, exponent) =
-            fewDecimals(of: value.magnitude, into: digits) ?? shortestDigits(of: value.magnitude, into: digits)
+        let magnitude = value.magnitude
+        let count: Int
+        let exponent: Int
+        if magnitude >= 1, magnitude < 1e7 {
+            // A coordinate, written in place; a number that has more decimals is Ryu's, as `fewDecimals`
+            // would have found too (the same test).
+            if let decimals = eightDecimals(magnitude) { return length + fixedPoint(decimals, into: digits) }
+            (count, exponent) = shortestDigits(of: magnitude, into: digits)
+        } else {
+            (count, exponent) = fewDecimals(of: magnitude, into: digits) ?? shortestDigits(of: magnitude, into: digits)
+        }
         // The value is 0.d1d2...dn × 10^point.
         let point = exponent + count
         if point < -3 || value.magnitude > 0x1.0p53 {
@@ -96,14 +105,7 @@ enum ShortestDouble {
     /// 10^-8 apart, 10^-15 of the value or more, cannot both lie within half an ulp of it. Nil for
     /// anything else (the 17 digits of a distance or a likelihood): Ryu then.
     private static func fewDecimals(of value: Double, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
-        let scale = 1e8
-        let scaled = value * scale
-        guard scaled < 1e15 else { return nil }
-        // Nearest by truncating scaled + 0.5 (no libm call): n lies within 0.25 of scaled when it reads
-        // back, whatever the addition rounds; a wrong n just fails the test below.
-        let nearest = Double(UInt64(scaled + 0.5))
-        guard nearest > 0, nearest / scale == value else { return nil }
-        var integer = UInt64(nearest)
+        guard var integer = eightDecimals(value) else { return nil }
         var exponent = -8
         while integer % 10 == 0 {
             integer /= 10
@@ -112,6 +114,45 @@ enum ShortestDouble {
         let count = digitCount(integer)
         writeDigits(integer, count: count, into: buffer)
         return (count, exponent)
+    }
+
+    /// n when value (positive) is n × 10^-8 as `fewDecimals` tells it, below 10^15; nil otherwise.
+    @inline(__always)
+    private static func eightDecimals(_ value: Double) -> UInt64? {
+        let scale = 1e8
+        let scaled = value * scale
+        guard scaled < 1e15 else { return nil }
+        // Nearest by truncating scaled + 0.5 (no libm call): n lies within 0.25 of scaled when it reads
+        // back, whatever the addition rounds; a wrong n just fails the test below.
+        let nearest = Double(UInt64(scaled + 0.5))
+        guard nearest > 0, nearest / scale == value else { return nil }
+        return UInt64(nearest)
+    }
+
+    /// n × 10^-8 (at least 1, below 10^7) as `decimal` lays out `fewDecimals`' digits: the integer part,
+    /// the point, the eight decimals less their trailing zeros ("60.1699"; "60.0" for none), written in
+    /// place, without finding the digits first and moving them after.
+    private static func fixedPoint(_ n: UInt64, into text: UnsafeMutablePointer<UInt8>) -> Int {
+        let integer = n / 100_000_000
+        var fraction = n % 100_000_000
+        let count = digitCount(integer)
+        writeDigits(integer, count: count, into: text)
+        text[count] = UInt8(ascii: ".")
+        guard fraction > 0 else {
+            text[count + 1] = UInt8(ascii: "0")
+            return count + 2
+        }
+        // Eight digits, zeros in front; then the trailing zeros dropped.
+        let decimals = text + count + 1
+        for end in stride(from: 8, to: 0, by: -2) {
+            let pair = Int(fraction % 100) * 2
+            fraction /= 100
+            decimals[end - 2] = digitPairs.utf8Start[pair]
+            decimals[end - 1] = digitPairs.utf8Start[pair + 1]
+        }
+        var last = 8
+        while decimals[last - 1] == UInt8(ascii: "0") { last -= 1 }
+        return count + 1 + last
     }
 
     // MARK: Ryu
