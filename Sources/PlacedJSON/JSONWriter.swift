@@ -50,10 +50,6 @@ public struct JSONWriter {
         end += bytes.count
     }
 
-    public mutating func bytes(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { self.bytes($0) }
-    }
-
     /// The string whose UTF-8 `bytes` are (valid UTF-8), quoted and escaped as `JSON.encode(string:into:)`
     /// writes it.
     @inlinable
@@ -64,11 +60,6 @@ public struct JSONWriter {
         end += JSON.escape(bytes.assumingMemoryBound(to: UInt8.self), into: end)
         end.pointee = UInt8(ascii: "\"")
         end += 1
-    }
-
-    public mutating func string(_ string: String) {
-        var string = string
-        string.withUTF8 { self.string(validUTF8: UnsafeRawBufferPointer($0)) }
     }
 
     /// `value` as `JSON.encode(number:into:)` writes it, and null when it is not finite.

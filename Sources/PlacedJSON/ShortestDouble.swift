@@ -1,10 +1,12 @@
 /// Writes a `Double` as Swift's `description` does (the shortest digits that read back as the same
-/// value, the nearest of them when several are as short; `1e-05`, `0.0001`, `9.007199254740994e+15`), straight into a
-/// byte buffer: `description` builds a `String` per number, and a ranking's reply has 80 of them.
+/// value, the nearest of them when several are as short; `1e-05`, `0.0001`, `9.007199254740994e+15`),
+/// straight into a byte buffer: `description` builds a `String` per number, and a ranking's reply has 80
+/// of them.
 ///
-/// A number of eight decimals or fewer below 10^7 (a coordinate) has its digits found directly
-/// (`fewDecimals`; from 1 on written in place by `fixedPoint`); the others' come from Ryu (`shortestDigits`), which chooses the digits as
-/// `description` does for every double (ShortestDoubleTests compare the two over millions of doubles).
+/// A number of eight decimals or fewer below 10^7 (a coordinate) is written from those decimals
+/// (`eightDecimals`; from 1 on in place by `fixedPoint`); the others' digits come from Ryu
+/// (`shortestDigits`), which chooses them as `description` does for every double (ShortestDoubleTests
+/// compare the two over millions of doubles).
 enum ShortestDouble {
     /// Appends `value` (finite) as `value.description` reads.
     static func append(_ value: Double, to output: inout [UInt8]) {
@@ -33,13 +35,12 @@ enum ShortestDouble {
         let magnitude = value.magnitude
         let count: Int
         let exponent: Int
-        if magnitude >= 1, magnitude < 1e7 {
-            // A coordinate, written in place; a number that has more decimals is Ryu's, as `fewDecimals`
-            // would have found too (the same test).
-            if let decimals = eightDecimals(magnitude) { return length + fixedPoint(decimals, into: digits) }
-            (count, exponent) = shortestDigits(of: magnitude, into: digits)
+        if let decimals = eightDecimals(magnitude) {
+            // A coordinate, from 1 on written in place.
+            if magnitude >= 1 { return length + fixedPoint(decimals, into: digits) }
+            (count, exponent) = decimalDigits(of: decimals, into: digits)
         } else {
-            (count, exponent) = fewDecimals(of: magnitude, into: digits) ?? shortestDigits(of: magnitude, into: digits)
+            (count, exponent) = shortestDigits(of: magnitude, into: digits)
         }
         // The value is 0.d1d2...dn × 10^point.
         let point = exponent + count
@@ -93,30 +94,17 @@ enum ShortestDouble {
         return point + 2
     }
 
-    // MARK: Few decimals
+    // MARK: Eight decimals
 
-    /// The digits of a number with at most eight decimals (a stored coordinate: 60.1699, 24.9384123),
-    /// found without Ryu: n, the integer nearest value × 10^8, when it reads back as the value:
-    /// n / 10^8 == value, both exact doubles, so the division is correctly rounded, the double nearest
-    /// the decimal n × 10^-8, which is what reading it gives. Below 10^15 that decimal, its trailing zeros
-    /// dropped, is the shortest and the nearest, as `description` chooses: any decimal of eight digits or
-    /// fewer that reads back lies within half an ulp of the value, so within 0.12 of value × 10^8, whose
-    /// product is off by less than that again, so it is n (none shorter is missed); and two decimals
-    /// 10^-8 apart, 10^-15 of the value or more, cannot both lie within half an ulp of it. Nil for
-    /// anything else (the 17 digits of a distance or a likelihood): Ryu then.
-    private static func fewDecimals(of value: Double, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
-        guard var integer = eightDecimals(value) else { return nil }
-        var exponent = -8
-        while integer % 10 == 0 {
-            integer /= 10
-            exponent += 1
-        }
-        let count = digitCount(integer)
-        writeDigits(integer, count: count, into: buffer)
-        return (count, exponent)
-    }
-
-    /// n when value (positive) is n × 10^-8 as `fewDecimals` tells it, below 10^15; nil otherwise.
+    /// n, the integer nearest value (positive) × 10^8, when it reads back as the value: a number with at
+    /// most eight decimals below 10^7 (a stored coordinate: 60.1699, 24.9384123), whose digits are then
+    /// found without Ryu. n / 10^8 == value, both exact doubles, so the division is correctly rounded, the
+    /// double nearest the decimal n × 10^-8, which is what reading it gives. Below 10^15 that decimal, its
+    /// trailing zeros dropped, is the shortest and the nearest, as `description` chooses: any decimal of
+    /// eight digits or fewer that reads back lies within half an ulp of the value, so within 0.12 of
+    /// value × 10^8, whose product is off by less than that again, so it is n (none shorter is missed);
+    /// and two decimals 10^-8 apart, 10^-15 of the value or more, cannot both lie within half an ulp of
+    /// it. Nil for anything else (the 17 digits of a distance or a likelihood): Ryu then.
     @inline(__always)
     private static func eightDecimals(_ value: Double) -> UInt64? {
         let scale = 1e8
@@ -129,7 +117,20 @@ enum ShortestDouble {
         return UInt64(nearest)
     }
 
-    /// n × 10^-8 (at least 1, below 10^7) as `decimal` lays out `fewDecimals`' digits: the integer part,
+    /// The digits of n × 10^-8 (`eightDecimals`), its trailing zeros dropped, and their exponent.
+    private static func decimalDigits(of n: UInt64, into buffer: UnsafeMutablePointer<UInt8>) -> (Int, Int) {
+        var integer = n
+        var exponent = -8
+        while integer % 10 == 0 {
+            integer /= 10
+            exponent += 1
+        }
+        let count = digitCount(integer)
+        writeDigits(integer, count: count, into: buffer)
+        return (count, exponent)
+    }
+
+    /// n × 10^-8 (at least 1, below 10^7) as `decimal` lays out those digits: the integer part,
     /// the point, the eight decimals less their trailing zeros ("60.1699"; "60.0" for none), written in
     /// place, without finding the digits first and moving them after.
     private static func fixedPoint(_ n: UInt64, into text: UnsafeMutablePointer<UInt8>) -> Int {

@@ -103,6 +103,11 @@ public final class PlaceDatabase {
     let index: PlaceIndex
     let areaIndex: ReachIndex
     let kinds: [String]
+    /// The kinds' UTF-8 end to end as their Strings hold it (repaired where the file's was not), and
+    /// where each ends: what a `PlaceListing` writes a kind from, without a String a place. Read once at
+    /// open, so a file cut short later cannot make a kind's bounds wrong. Freed with the database.
+    private let kindText: UnsafeMutableRawBufferPointer
+    private let kindEnds: [Int]
     private var idStatement: Statement?
     var boundsStatement: Statement?
     var featureStatement: Statement?
@@ -116,6 +121,13 @@ public final class PlaceDatabase {
         self.file = file
         self.pack = pack
         kinds = try pack.kinds(path: path)
+        kindEnds = kinds.reduce(into: []) { ends, kind in ends.append((ends.last ?? 0) + kind.utf8.count) }
+        kindText = .allocate(byteCount: kindEnds.last ?? 0, alignment: 1)
+        var start = 0
+        for kind in kinds {
+            UnsafeMutableRawBufferPointer(rebasing: kindText[start...]).copyBytes(from: kind.utf8)
+            start += kind.utf8.count
+        }
         (index, areaIndex) = try Self.indexes(of: pack, in: file, path: path)
         placeCount = pack.placeCount
         self.importedAt = importedAt
@@ -123,8 +135,18 @@ public final class PlaceDatabase {
         self.mapFeatureCount = mapFeatureCount
     }
 
+    deinit { kindText.deallocate() }
+
     /// The file as it was mapped.
     public var identity: FileIdentity { file.identity }
+
+    /// Kind `code`'s UTF-8, as `kinds[code]` holds it; empty for a code beyond them, the "" a place of
+    /// that code decodes with (`MappedCandidate.kind`).
+    func kindBytes(_ code: Int) -> UnsafeRawBufferPointer {
+        guard code >= 0, code < kindEnds.count else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        let start = code == 0 ? 0 : kindEnds[code - 1]
+        return UnsafeRawBufferPointer(rebasing: kindText[start..<kindEnds[code]])
+    }
 
     /// True once the file was found shorter than when it was mapped (something truncated it in place):
     /// reads since then saw zeros, and every query reports `.corrupt` until a new file is loaded.

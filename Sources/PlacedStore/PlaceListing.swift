@@ -61,25 +61,25 @@ public struct PlaceListing {
         if flags & PlacePack.RecordFlag.outline != 0 {
             guard let count = reader.varint(), count <= (reader.bytes.count - reader.position) / 16 else { return nil }
         }
+        guard UTF8Check.isValid(id), UTF8Check.isValid(name), address.map(UTF8Check.isValid) ?? true else {
+            return nil
+        }
         let candidate = places[index].candidate
-        let kind = database.pack.kindBytes(candidate.kindCode)
-        guard UTF8Check.isValid(id), UTF8Check.isValid(name), address.map(UTF8Check.isValid) ?? true,
-            UTF8Check.isValid(kind)
-        else { return nil }
         return PlaceText(
             id: id, name: name, address: address, addressSource: PlacePack.sourceCodes[Int(sourceCode)],
-            kind: kind, coordinate: candidate.coordinate, names: names)
+            kind: database.kindBytes(candidate.kindCode), coordinate: candidate.coordinate, names: names)
     }
 }
 
-/// A place's text in its mapped record, valid UTF-8 (what `PlaceDatabase.decode` would make Strings of).
+/// A place's text, valid UTF-8: its strings in its mapped record (what `PlaceDatabase.decode` would make
+/// Strings of), its kind as the database's kinds hold it.
 public struct PlaceText {
     public let id: UnsafeRawBufferPointer
     /// The `name` tag.
     public let name: UnsafeRawBufferPointer
     public let address: UnsafeRawBufferPointer?
     public let addressSource: AddressSource
-    /// The kind ("amenity=cafe") from the file's kinds table.
+    /// The kind ("amenity=cafe"), from `PlaceDatabase.kindBytes`.
     public let kind: UnsafeRawBufferPointer
     public let coordinate: Coordinate
     /// The `names` blob (`LocalizedNamesCoding`), not yet checked.

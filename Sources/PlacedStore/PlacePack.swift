@@ -263,18 +263,6 @@ struct PackView {
 
     subscript(section: PlacePack.Section) -> UnsafeRawBufferPointer { sections[section.rawValue] }
 
-    /// Kind `code`'s UTF-8 as the kinds table holds it (`kinds(path:)` checked its bounds when the file
-    /// was opened); empty for a code beyond the table, the "" `MappedCandidate.kind` reads then.
-    func kindBytes(_ code: Int) -> UnsafeRawBufferPointer {
-        let table = self[.kinds]
-        let count = Int(UInt32(littleEndian: table.loadUnaligned(as: UInt32.self)))
-        guard code < count else { return UnsafeRawBufferPointer(start: nil, count: 0) }
-        let text = 4 + 4 * (count + 1)
-        let from = Int(UInt32(littleEndian: table.loadUnaligned(fromByteOffset: 4 + 4 * code, as: UInt32.self)))
-        let to = Int(UInt32(littleEndian: table.loadUnaligned(fromByteOffset: 8 + 4 * code, as: UInt32.self)))
-        return UnsafeRawBufferPointer(rebasing: table[(text + from)..<(text + to)])
-    }
-
     /// Place `number`'s record (its bounds from the record table); nil when they fall outside the records.
     func record(_ number: Int) -> UnsafeRawBufferPointer? {
         let starts = self[.recordStarts]

@@ -314,22 +314,28 @@ import Testing
     }
 
     /// A kind whose bytes in the file are not UTF-8 (written by something else, or damaged) is written as
-    /// its decoded place's, repaired, as every other string is: the listing reads kinds from the file's
-    /// table, not from the decoded Strings.
-    @Test func aKindThatIsNotUTF8InTheFileIsWrittenRepaired() throws {
+    /// its decoded place's, repaired, as every other string is; and a place of the longest text each
+    /// byte of which is escaped fits the bound a place's writer is sized by (it traps beyond it).
+    @Test func kindsNotUTF8InTheFileAndTheWorstEscapedTextAreWrittenAsDecoded() throws {
         let centre = Coordinate(latitude: 60.17, longitude: 24.94)
-        let places = (0..<3).map { number in
+        let worst = String(repeating: "\u{1}", count: 300)
+        let projection = LocalProjection(origin: centre)
+        let places = [
             Place(
-                id: "osm:node/\(number)", name: "Place \(number)",
-                kind: number == 1 ? "amenity=caf\u{E9}" : "shop=bakery",
-                address: nil,
-                coordinate: LocalProjection(origin: centre).coordinate(east: Double(number) * 10, north: 0))
-        }
+                id: "osm:node/0", name: "Place 0", kind: "shop=bakery",
+                coordinate: projection.coordinate(east: 0, north: 0)),
+            Place(
+                id: "osm:node/1", name: "Place 1", kind: "amenity=caf\u{E9}",
+                coordinate: projection.coordinate(east: 10, north: 0)),
+            Place(
+                id: "osm:node/2" + worst, name: worst, kind: worst, address: worst,
+                coordinate: projection.coordinate(east: 20, north: 0), addressSource: .building),
+        ]
         let directory = makeTemporaryDirectory("placed-listing-kind")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/places.db"
         try PlaceDatabase.replace(at: path, with: places)
-        // é is C3 A9: FF A9 is not UTF-8, wherever the file holds the kind (its table and the SQLite row).
+        // é is C3 A9: FF A9 is not UTF-8, wherever the file holds the kind (its tables and the rows).
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         let kind = Array("amenity=caf\u{E9}".utf8)
         var patched = 0
@@ -337,7 +343,7 @@ import Testing
             bytes[start + kind.count - 2] = 0xFF
             patched += 1
         }
-        #expect(patched >= 1)
+        #expect(patched >= 2)
         try Data(bytes).write(to: URL(fileURLWithPath: path))
 
         let catalog = try PlaceCatalog(path: path)
@@ -345,6 +351,7 @@ import Testing
         let fix = Fix(coordinate: centre, accuracy: 10)
         let ranking = try catalog.rank(fix, with: ranker, picks: PickMemory(), now: 0, limit: 3)
         let listing = try catalog.rankListing(fix, with: ranker, picks: PickMemory(), now: 0, limit: 3)
+        #expect(ranking.places.count == 3)
         #expect(ranking.places.contains { $0.place.kind == "amenity=caf\u{FFFD}\u{FFFD}" })
         var fast: [UInt8] = []
         PlaceListJSON.encode(parameters: listing, language: nil, into: &fast)

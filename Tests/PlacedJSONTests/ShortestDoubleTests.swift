@@ -63,7 +63,7 @@ import Testing
         expectDescription((0..<200_000).lazy.map { _ in rng.uniform(in: 0...1e-3) })
     }
 
-    /// Decimals of one to nine places up to the 10^15 bound of `fewDecimals`, and their neighbours.
+    /// Decimals of one to nine places up to the 10^15 bound of `eightDecimals`, and their neighbours.
     @Test func writesWhatDescriptionWritesForShortDecimals() {
         var rng = SplitMix64(seed: 21)
         let powers = (0...9).map { Double("1e\($0)")! }

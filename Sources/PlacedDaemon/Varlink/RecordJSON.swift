@@ -195,8 +195,8 @@ enum PlaceListJSON {
 
     /// The same fields from a record's text (`name`: the one chosen for the reader's language), written
     /// through a `JSONWriter` sized for the place: the template of the place's shape (`TextLayout`) gives
-    /// the constant bytes between the values, so a place is its eight values (seven without an address),
-    /// each after one copy.
+    /// the constant bytes between the values, so a place is nine copies (eight without an address) around
+    /// its values.
     private static func encode(
         _ text: PlaceText, name: UnsafeRawBufferPointer, distance: Double, likelihood: Double,
         layout: TextLayout, into output: inout [UInt8]
@@ -204,11 +204,11 @@ enum PlaceListJSON {
         let stringBytes = text.id.count + name.count + text.kind.count + (text.address?.count ?? 0)
         // The four strings' bytes, escaped at worst, and their quotes.
         let capacity = layout.fixedBound + JSONWriter.stringBound(stringBytes) + 3 * JSONWriter.stringBound(0)
-        let steps = layout.templates[TextLayout.template(text.addressSource, hasAddress: text.address != nil)]
+        let template = layout.templates[TextLayout.templateIndex(text.addressSource, hasAddress: text.address != nil)]
         layout.constants.withUnsafeBytes { constants in
             layout.steps.withUnsafeBufferPointer { allSteps in
                 JSONWriter.append(capacity: capacity, to: &output) { writer in
-                    for step in allSteps[steps] {
+                    for step in allSteps[template] {
                         writer.bytes(UnsafeRawBufferPointer(rebasing: constants[step.constant]))
                         switch step.value {
                         case .address: writer.string(validUTF8: text.address!)
@@ -238,12 +238,12 @@ enum PlaceListJSON {
         private(set) var constants: [UInt8] = []
         /// Every template's steps end to end, each template's last one `.end`.
         private(set) var steps: [(constant: Range<Int>, value: Value)] = []
-        /// Each template's steps, at `template(_:hasAddress:)`.
+        /// Each template's steps, at `templateIndex(_:hasAddress:)`.
         private(set) var templates: [Range<Int>]
         /// The most constant bytes of any template, with room for four numbers.
         private(set) var fixedBound = 0
 
-        static func template(_ source: AddressSource, hasAddress: Bool) -> Int {
+        static func templateIndex(_ source: AddressSource, hasAddress: Bool) -> Int {
             let ordinal =
                 switch source {
                 case .own: 0
@@ -289,7 +289,7 @@ enum PlaceListJSON {
                     }
                     pending.append(UInt8(ascii: "}"))
                     add(.end)
-                    templates[Self.template(source, hasAddress: hasAddress)] = first..<steps.count
+                    templates[Self.templateIndex(source, hasAddress: hasAddress)] = first..<steps.count
                     fixedBound = max(fixedBound, size + 4 * JSONWriter.numberBound)
                 }
             }
