@@ -108,6 +108,9 @@ public enum Geodesy {
 
     /// Longitude difference folded into (-180, 180], so lines across the antimeridian stay short.
     public static func normalizedLongitudeDelta(_ delta: Double) -> Double {
+        // Most deltas are already folded (two places' or a ring's points near each other): no fmod,
+        // which would return them unchanged.
+        if delta > -180, delta <= 180 { return delta }
         var d = delta.truncatingRemainder(dividingBy: 360)
         if d > 180 { d -= 360 } else if d <= -180 { d += 360 }
         return d

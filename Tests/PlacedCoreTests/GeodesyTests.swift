@@ -33,6 +33,24 @@ private let referenceLines: [(Double, Double, Double, Double, distance: Double, 
         #expect(bearingError < 1e-4)
     }
 
+    /// Folded as fmod then one correction folds it, bit for bit, whether or not it was folded already.
+    @Test func longitudeDeltasFoldIntoOneTurn() {
+        func reference(_ delta: Double) -> Double {
+            var d = delta.truncatingRemainder(dividingBy: 360)
+            if d > 180 { d -= 360 } else if d <= -180 { d += 360 }
+            return d
+        }
+        var deltas: [Double] = [0, -0.0, 180, -180, 360, -360, 540, -540, 179.9999999, 1e-300, -1e-300, 1e6]
+        deltas += [180, -180, 360, -360, 540].flatMap { [$0.nextUp, $0.nextDown] }
+        var random = SystemRandomNumberGenerator()
+        deltas += (0..<20_000).map { _ in Double.random(in: -720...720, using: &random) }
+        for delta in deltas {
+            let folded = Geodesy.normalizedLongitudeDelta(delta)
+            #expect(folded.bitPattern == reference(delta).bitPattern, "\(delta)")
+            #expect(folded > -180 && folded <= 180)
+        }
+    }
+
     @Test func symmetricAndZero() {
         let a = Coordinate(latitude: 60.17, longitude: 24.94)
         let b = Coordinate(latitude: 60.171, longitude: 24.95)
