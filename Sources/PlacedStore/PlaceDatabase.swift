@@ -121,14 +121,15 @@ public final class PlaceDatabase {
         self.file = file
         self.pack = pack
         kinds = try pack.kinds(path: path)
+        (index, areaIndex) = try Self.indexes(of: pack, in: file, path: path)
+        // Allocated after the last throw: a failed init runs no deinit to free it.
         kindEnds = kinds.reduce(into: []) { ends, kind in ends.append((ends.last ?? 0) + kind.utf8.count) }
-        kindText = .allocate(byteCount: kindEnds.last ?? 0, alignment: 1)
+        kindText = .allocate(byteCount: max(kindEnds.last ?? 0, 1), alignment: 1)
         var start = 0
         for kind in kinds {
             UnsafeMutableRawBufferPointer(rebasing: kindText[start...]).copyBytes(from: kind.utf8)
             start += kind.utf8.count
         }
-        (index, areaIndex) = try Self.indexes(of: pack, in: file, path: path)
         placeCount = pack.placeCount
         self.importedAt = importedAt
         self.hasMapLayer = hasMapLayer

@@ -3,8 +3,8 @@ import PlacedCore
 /// A ranking's places as the mapped file holds them (`PlaceCatalog.rankListing`): for a caller that
 /// writes them out (the varlink `Rank` reply), the text of each read in place (`text(at:)`) instead of
 /// decoded into a `Place` with its Strings, names dictionary and outline. `rankedPlace(at:)` is the
-/// place as `PlaceCatalog.rank` lists it, for what the text cannot give. Keeps the file mapped while it
-/// lives; the text it gives is valid as long as the listing is.
+/// place as `PlaceCatalog.rank` lists it, for what the text cannot give. Keeps its database (the mapping
+/// and the kinds' bytes) alive while it lives; the text it gives is valid as long as the listing is.
 public struct PlaceListing {
     private let database: PlaceDatabase
     private let places: [RankedCandidate<MappedCandidate>]
