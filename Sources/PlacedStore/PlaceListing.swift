@@ -116,6 +116,11 @@ public struct PlaceText {
     }
 }
 
+extension AddressSource {
+    /// The source's number in a places file: each of `allCases` one of 0 ..< `allCases.count`.
+    public var fileCode: Int { PlacePack.sourceCode(of: self) }
+}
+
 /// The name keys a reader's language tries, most specific first (`LocalizedName.candidates`), as bytes
 /// for `PlaceText.name(for:)`; none without a language.
 public struct NameLanguage {

@@ -244,15 +244,7 @@ enum PlaceListJSON {
         private(set) var fixedBound = 0
 
         static func templateIndex(_ source: AddressSource, hasAddress: Bool) -> Int {
-            let ordinal =
-                switch source {
-                case .own: 0
-                case .building: 1
-                case .nearby: 2
-                case .street: 3
-                case .none: 4
-                }
-            return 2 * ordinal + (hasAddress ? 1 : 0)
+            2 * source.fileCode + (hasAddress ? 1 : 0)
         }
 
         init() {
