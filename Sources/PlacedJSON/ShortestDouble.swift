@@ -44,7 +44,7 @@ enum ShortestDouble {
         }
         // The value is 0.d1d2...dn × 10^point.
         let point = exponent + count
-        if point < -3 || value.magnitude > 0x1.0p53 {
+        if point < -3 || magnitude > 0x1.0p53 {
             return length + exponential(digits, count: count, point: point)
         }
         return length + decimal(digits, count: count, point: point)
@@ -135,7 +135,7 @@ enum ShortestDouble {
     /// place, without finding the digits first and moving them after.
     private static func fixedPoint(_ n: UInt64, into text: UnsafeMutablePointer<UInt8>) -> Int {
         let integer = n / 100_000_000
-        var fraction = n % 100_000_000
+        let fraction = n % 100_000_000
         let count = digitCount(integer)
         writeDigits(integer, count: count, into: text)
         text[count] = UInt8(ascii: ".")
@@ -145,12 +145,7 @@ enum ShortestDouble {
         }
         // Eight digits, zeros in front; then the trailing zeros dropped.
         let decimals = text + count + 1
-        for end in stride(from: 8, to: 0, by: -2) {
-            let pair = Int(fraction % 100) * 2
-            fraction /= 100
-            decimals[end - 2] = digitPairs.utf8Start[pair]
-            decimals[end - 1] = digitPairs.utf8Start[pair + 1]
-        }
+        writeDigits(fraction, count: 8, into: decimals)
         var last = 8
         while decimals[last - 1] == UInt8(ascii: "0") { last -= 1 }
         return count + 1 + last

@@ -4,9 +4,9 @@ import PlacedCore
 /// `map_bounds`, the map layer's R*Tree, written straight into SQLite's shadow tables as a packed tree
 /// (`PackedRTree`) from boxes given in the rows' order (the box added first is entry 1, the rowid of
 /// the first row): each leaf's node written as soon as it is full (its entries' `map_bounds_rowid`
-/// rows 1,024 at a time), the levels above from the leaves' boxes in `finish`. Memory holds one leaf, a box a leaf and, in
-/// `finish`, a cell a leaf (about a byte a feature: 40 MB at 39 M), where the tree sorted whole
-/// (Sort-Tile-Recursive) held every box and more: 40 bytes a feature.
+/// rows 1,024 at a time), the levels above from the leaves' boxes in `finish`. Memory holds one leaf,
+/// a box a leaf and, in `finish`, a cell a leaf (about a byte a feature: 40 MB at 39 M), where the tree
+/// sorted whole (Sort-Tile-Recursive) held every box and more: 40 bytes a feature.
 ///
 /// `map_bounds_node` holds each node's blob (`RTreeNodeCoding`, the length of the root's, which the
 /// module reads as every node's), `map_bounds_parent` each node's parent. SQLite's own insert chooses

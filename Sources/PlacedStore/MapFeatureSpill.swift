@@ -138,12 +138,11 @@ final class MapFeatureSpill {
 
     /// Buckets of consecutive stretches of the curve (each a 65,536th of it, the top 16 bits of a
     /// code) for entries counted by stretch: as few as hold at most `perBucketLimit` each, and at
-    /// most 256, each about an equal share. A stretch is never split, so a bucket outgrows the limit
+    /// most 256 (`PlaceFileWriter.bucketCount`), each about an equal share. A stretch is never split, so a bucket outgrows the limit
     /// where the boxes crowd into one stretch, or where 256 buckets are too few (beyond 715 M
     /// features at the import's default limit).
     struct BucketPlan: Equatable {
         static let stretches = 1 << 16
-        static let maximumBuckets = 256
 
         /// Each stretch's bucket.
         var bucketOfStretch: [UInt8]
@@ -153,7 +152,7 @@ final class MapFeatureSpill {
         init(counts: [Int], perBucketLimit: Int) {
             precondition(counts.count == Self.stretches && perBucketLimit > 0)
             let count = counts.reduce(0, +)
-            let wanted = min(max(1, (count + perBucketLimit - 1) / perBucketLimit), Self.maximumBuckets)
+            let wanted = PlaceFileWriter.bucketCount(count, limit: perBucketLimit)
             let perBucket = (count + wanted - 1) / wanted
             bucketOfStretch = [UInt8](repeating: 0, count: Self.stretches)
             sizes = [0]

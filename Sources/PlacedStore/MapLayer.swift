@@ -96,8 +96,7 @@ extension PlaceDatabase {
         do {
             let rows = try MapRowInserter(into: database)
             defer { rows.stop() }
-            let bucketCount = buckets.sizes.count
-            progress?("writing \(spill.count) map features from \(bucketCount) bucket\(bucketCount == 1 ? "" : "s")")
+            progress?("writing \(spill.count) map features from \(counted(buckets.sizes.count, "bucket"))")
             try buckets.forEach { entry, record in
                 try rows.add(record: record, feature: entry.number)
                 try boxWriter.append(raw: entry.box)
@@ -106,8 +105,7 @@ extension PlaceDatabase {
         }
         try boxWriter.flush()
         let bounds = try MapBoundsTreeWriter(count: spill.count, into: database)
-        let nodeCount = bounds.tree.nodeCount
-        progress?("writing the map's R*Tree (\(nodeCount) node\(nodeCount == 1 ? "" : "s"))")
+        progress?("writing the map's R*Tree (\(counted(bounds.tree.nodeCount, "node")))")
         let boxes = SpillReader(file: boxFile, size: boxWriter.offset)
         for _ in 0..<spill.count { try bounds.add(try boxes.read(as: PackedRTree.Box.self)) }
         try bounds.finish()

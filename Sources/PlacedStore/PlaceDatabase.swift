@@ -104,10 +104,11 @@ public final class PlaceDatabase {
     let areaIndex: ReachIndex
     let kinds: [String]
     /// The kinds' UTF-8 end to end as their Strings hold it (repaired where the file's was not), and
-    /// where each ends: what a `PlaceListing` writes a kind from, without a String a place. Read once at
-    /// open, so a file cut short later cannot make a kind's bounds wrong. Freed with the database.
+    /// where each starts, then where the last ends: what a `PlaceListing` writes a kind from, without a
+    /// String a place. Read once at open, so a file cut short later cannot make a kind's bounds wrong.
+    /// Freed with the database.
     private let kindText: UnsafeMutableRawBufferPointer
-    private let kindEnds: [Int]
+    private let kindBounds: [Int]
     private var idStatement: Statement?
     var boundsStatement: Statement?
     var featureStatement: Statement?
@@ -123,12 +124,10 @@ public final class PlaceDatabase {
         kinds = try pack.kinds(path: path)
         (index, areaIndex) = try Self.indexes(of: pack, in: file, path: path)
         // Allocated after the last throw: a failed init runs no deinit to free it.
-        kindEnds = kinds.reduce(into: []) { ends, kind in ends.append((ends.last ?? 0) + kind.utf8.count) }
-        kindText = .allocate(byteCount: max(kindEnds.last ?? 0, 1), alignment: 1)
-        var start = 0
-        for kind in kinds {
-            UnsafeMutableRawBufferPointer(rebasing: kindText[start...]).copyBytes(from: kind.utf8)
-            start += kind.utf8.count
+        kindBounds = kinds.reduce(into: [0]) { bounds, kind in bounds.append(bounds.last! + kind.utf8.count) }
+        kindText = .allocate(byteCount: max(kindBounds.last!, 1), alignment: 1)
+        for (code, kind) in kinds.enumerated() {
+            UnsafeMutableRawBufferPointer(rebasing: kindText[kindBounds[code]...]).copyBytes(from: kind.utf8)
         }
         placeCount = pack.placeCount
         self.importedAt = importedAt
@@ -144,9 +143,8 @@ public final class PlaceDatabase {
     /// Kind `code`'s UTF-8, as `kinds[code]` holds it; empty for a code beyond them, the "" a place of
     /// that code decodes with (`MappedCandidate.kind`).
     func kindBytes(_ code: Int) -> UnsafeRawBufferPointer {
-        guard code >= 0, code < kindEnds.count else { return UnsafeRawBufferPointer(start: nil, count: 0) }
-        let start = code == 0 ? 0 : kindEnds[code - 1]
-        return UnsafeRawBufferPointer(rebasing: kindText[start..<kindEnds[code]])
+        guard code >= 0, code < kinds.count else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(rebasing: kindText[kindBounds[code]..<kindBounds[code + 1]])
     }
 
     /// True once the file was found shorter than when it was mapped (something truncated it in place):

@@ -35,6 +35,13 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     /// What one bucket of places, or of map features, may take in `finish`: half the limit (the rest
     /// is SQLite's cache).
     var bucketBytes: Int { max(1 << 16, memoryLimit / 2) }
+    static let maximumBuckets = 256
+
+    /// How many buckets hold `total` (bytes, entries) at most `limit` each: at least one, at most
+    /// `maximumBuckets` (then more than `limit` each).
+    static func bucketCount(_ total: Int, limit: Int) -> Int {
+        min(max(1, (total + limit - 1) / limit), maximumBuckets)
+    }
 
     /// The budget for one bucket of places in `finish` and the SQLite cache, unless told otherwise.
     public static let defaultMemoryLimit = 256 << 20
@@ -253,9 +260,9 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
 
         // Buckets of consecutive positions, each small enough to be ordered in memory.
         let spillBytes = spillWriter.offset
-        let bucketCount = min(max(1, (spillBytes + bucketBytes - 1) / bucketBytes), 256)
+        let bucketCount = Self.bucketCount(spillBytes, limit: bucketBytes)
         let perBucket = max(1, (n + bucketCount - 1) / bucketCount)
-        progress?("ordering \(n) places in \(bucketCount) bucket\(bucketCount == 1 ? "" : "s")")
+        progress?("ordering \(n) places in \(counted(bucketCount, "bucket"))")
         var buckets: [TemporaryFile] = []
         var bucketWriters: [FileWriter] = []
         let patchReader = patches.map { SpillReader(file: $0, size: Int.max) }
@@ -827,3 +834,6 @@ private func copyFileRange(
     _ input: Int32, _ inputOffset: UnsafeMutablePointer<off_t>?, _ output: Int32,
     _ outputOffset: UnsafeMutablePointer<off_t>?, _ length: Int, _ flags: UInt32
 ) -> Int
+
+/// "1 bucket", "15 buckets": a count and its noun for the progress bar.
+func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }

@@ -31,9 +31,9 @@ enum ImportCommand: Command {
             (its features are ordered on disk, a bucket the limit sizes at a time). It is read
             twice (nodes and ways, then the multipolygons' member ways) and must be sorted by
             type, then id, as 'osmium sort' and OpenStreetMap's extracts write it; the progress
-            bar names the pass. Its temporary files need free disk beside
-            the database: 8 to 12 bytes a node for the locations (8 where ids run consecutively),
-            and the addresses, places and map features.
+            bar names the pass. Its temporary files need free disk beside the database: 8 to 12
+            bytes a node for the locations (8 where ids run consecutively), and the addresses,
+            places and map features.
             """,
         positionals: [Positional("FILE.osm.pbf", help: "the extract to read")],
         options: [
