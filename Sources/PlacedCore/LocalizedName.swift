@@ -1,6 +1,12 @@
 /// Choosing a name by the reader's language, as the mobile SDKs' `languageCode` does: the
 /// `name:<language>` tag that fits, else the `name` tag.
 public enum LocalizedName {
+    /// The longest language looked up, in bytes. A tag naming a language, script, region and variant
+    /// fits in RFC 5646's 35, a POSIX locale's encoding and modifier in a few more; a client's longer
+    /// string names none, so the keys it costs stay few and short (a 64 kB one made its subtags'
+    /// prefixes, a gigabyte, for every place of a reply).
+    public static let maximumLength = 64
+
     /// `name` unless `names` holds one for `language` or for its primary subtag ("sv-FI" → "sv").
     public static func choose(_ name: String, _ names: [String: String], language: String?) -> String {
         guard let language, !names.isEmpty else { return name }
@@ -12,8 +18,10 @@ public enum LocalizedName {
 
     /// The keys to try for a language code, most specific first: "sv_FI.UTF-8" → ["sv-fi", "sv"];
     /// "zh-Hant-TW" → ["zh-hant-tw", "zh-hant", "zh"]. A POSIX locale's encoding (`.UTF-8`) and modifier
-    /// (`@euro`) are dropped; "C", "POSIX" and anything not starting with a 2–3 letter language give none.
+    /// (`@euro`) are dropped; "C", "POSIX", anything not starting with a 2–3 letter language and anything
+    /// longer than `maximumLength` give none.
     public static func candidates(_ language: String) -> [String] {
+        guard language.utf8.count <= maximumLength else { return [] }
         var code = Substring(language)
         if let cut = code.firstIndex(where: { $0 == "." || $0 == "@" }) { code = code[..<cut] }
         let subtags = code.lowercased().split(whereSeparator: { $0 == "_" || $0 == "-" }).map(String.init)

@@ -27,6 +27,19 @@ import Testing
         #expect(LocalizedName.candidates("sv_FI.UTF-8") == ["sv-fi", "sv"])
         #expect(LocalizedName.candidates("zh-Hant-TW") == ["zh-hant-tw", "zh-hant", "zh"])
         #expect(LocalizedName.candidates("C").isEmpty)
+    }
+
+    @Test func aLanguageLongerThanTheLimitNamesNone() {
+        let atTheLimit = "sv-" + String(repeating: "a", count: LocalizedName.maximumLength - 3)
+        #expect(atTheLimit.utf8.count == LocalizedName.maximumLength)
+        #expect(LocalizedName.candidates(atTheLimit) == [atTheLimit, "sv"])
+        #expect(LocalizedName.candidates(atTheLimit + "a").isEmpty)
+        let subtags = "sv" + String(repeating: "-a", count: 32_000)
+        #expect(LocalizedName.candidates(subtags).isEmpty)
+        #expect(LocalizedName.choose("Rautatientori", Self.names, language: subtags) == "Rautatientori")
+    }
+
+    @Test func keysOfOSMSuffixes() {
         #expect(LocalizedName.languageKey(ofSuffix: "sv") == "sv")
         #expect(LocalizedName.languageKey(ofSuffix: "zh-Hant") == "zh-hant")
         #expect(LocalizedName.languageKey(ofSuffix: "be-tarask") == "be-tarask")
