@@ -308,27 +308,10 @@ extension PlaceIndex {
         result.removeAll(keepingCapacity: true)
         guard center.isValid, radius >= 0, !isEmpty else { return }
         let metric = Metric(center)
-        // The box holds the whole disc: |north| <= d and |east| <= d for any point at distance d.
-        // It only prunes subtrees; every point reached is judged by its distance alone. The slack
-        // absorbs the rounding of dividing back into degrees.
-        let slack = 1 + 1e-9
-        let dLat = radius / metric.metresPerDegreeLatitude * slack
-        let dLon = radius / metric.metresPerDegreeLongitude * slack
-        var box = SearchBox(
-            minY: center.latitude - dLat, maxY: center.latitude + dLat,
-            west: center.longitude - dLon, east: center.longitude + dLon,
-            otherWest: .infinity, otherEast: -.infinity)
-        if !(dLon < 180) {  // also NaN or infinite, at a pole: every longitude
-            box.west = -180
-            box.east = 180
-        } else if box.west <= -180 {  // reaches the antimeridian: a second arc on the far side
-            // (Reaching it exactly counts: 180 and -180 are one meridian, stored either way.)
-            (box.otherWest, box.otherEast) = (box.west + 360, 180)
-            box.west = -180
-        } else if box.east >= 180 {
-            (box.otherWest, box.otherEast) = (-180, box.east - 360)
-            box.east = 180
-        }
+        // The box only prunes subtrees; every point reached is judged by its distance alone.
+        let box = SearchBox(
+            radius: radius, around: center, metresPerDegreeLatitude: metric.metresPerDegreeLatitude,
+            metresPerDegreeLongitude: metric.metresPerDegreeLongitude)
         collect(metric, radius, box, &result)
         result.withUnsafeMutableBufferPointer { Self.sortNearestFirst($0) }
     }
@@ -438,11 +421,6 @@ extension PlaceIndex {
     /// leaves of one point are 31 levels deep.
     static var stackDepth: Int { 64 }
 
-    /// A latitude range and one or two longitude arcs (the second empty unless the box wraps).
-    struct SearchBox {
-        var minY, maxY, west, east, otherWest, otherEast: Double
-    }
-
     /// Range search: walks the subtrees that meet `box`, appending every point within `radius`.
     private func collect(_ metric: Metric, _ radius: Double, _ box: SearchBox, _ result: inout [Neighbor]) {
         // Squared-distance prefilter, loose by far more than rounding, so the exact test
@@ -492,8 +470,8 @@ extension PlaceIndex {
                     goLow = box.west <= split || box.otherWest <= split
                     goHigh = box.east >= split || box.otherEast >= split
                 } else {
-                    goLow = box.minY <= split
-                    goHigh = box.maxY >= split
+                    goLow = box.minLatitude <= split
+                    goHigh = box.maxLatitude >= split
                 }
                 // A median off the box on this axis is as far as the side skipped: its point is not read.
                 if goLow && goHigh { consider(m, points[2 * m], points[2 * m + 1]) }

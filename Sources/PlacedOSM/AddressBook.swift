@@ -212,46 +212,39 @@ struct SpatialGrid {
     /// cosines made once).
     func candidates(within radius: Double, around projection: LocalProjection, into found: inout [Int]) {
         found.removeAll(keepingCapacity: true)
-        let low = projection.coordinate(east: -radius, north: -radius)
-        let high = projection.coordinate(east: radius, north: radius)
-        let box = BoundingBox(
-            minLatitude: low.latitude, minLongitude: low.longitude, maxLatitude: high.latitude,
-            maxLongitude: high.longitude)
+        let box = SearchBox(radius: radius, around: projection)
         var cellsFound = 0
-        let (row0, column0) = cell(box.minLatitude, box.minLongitude)
-        let (row1, column1) = cell(box.maxLatitude, box.maxLongitude)
         keys.withUnsafeBufferPointer { keys in
             func take(_ index: Int) {
                 cellsFound += 1
                 for position in Int(starts[index])..<Int(starts[index + 1]) { found.append(Int(items[position])) }
             }
-            for row in row0...row1 {
-                if column0 < 0 && column1 >= 0 {
-                    // The columns' low 32 bits wrap at 0 within the row: each cell looked up alone.
-                    for column in column0...column1 {
-                        let key = row << 32 ^ (column & 0xFFFF_FFFF)
-                        let index = keys.firstIndex(notBelow: key)
-                        if index < keys.count, keys[index] == key { take(index) }
+            box.forEachArc { west, east in
+                let (row0, column0) = cell(box.minLatitude, west)
+                let (row1, column1) = cell(box.maxLatitude, east)
+                for row in row0...row1 {
+                    if column0 < 0 && column1 >= 0 {
+                        // The columns' low 32 bits wrap at 0 within the row: each cell looked up alone.
+                        for column in column0...column1 {
+                            let key = row << 32 ^ (column & 0xFFFF_FFFF)
+                            let index = keys.firstIndex(notBelow: key)
+                            if index < keys.count, keys[index] == key { take(index) }
+                        }
+                        continue
                     }
-                    continue
-                }
-                // A row's cells are consecutive keys: one search, then the cells present in order.
-                let last = row << 32 ^ (column1 & 0xFFFF_FFFF)
-                var index = keys.firstIndex(notBelow: row << 32 ^ (column0 & 0xFFFF_FFFF))
-                while index < keys.count, keys[index] <= last {
-                    take(index)
-                    index += 1
+                    // A row's cells are consecutive keys: one search, then the cells present in order.
+                    let last = row << 32 ^ (column1 & 0xFFFF_FFFF)
+                    var index = keys.firstIndex(notBelow: row << 32 ^ (column0 & 0xFFFF_FFFF))
+                    while index < keys.count, keys[index] <= last {
+                        take(index)
+                        index += 1
+                    }
                 }
             }
         }
         // An item spanning several cells is listed by each; one cell lists each item once.
         guard cellsFound > 1 else { return }
         found.sort()
-        var kept = 0
-        for position in found.indices where kept == 0 || found[kept - 1] != found[position] {
-            found[kept] = found[position]
-            kept += 1
-        }
-        found.removeSubrange(kept...)
+        found.removeAdjacentDuplicates(by: ==)
     }
 }

@@ -18,17 +18,16 @@ extension PlaceDatabase {
         guard hasMapLayer else { throw .noMapLayer(path: path) }
         guard limit > 0 else { return [] }
         let projection = LocalProjection(origin: center)
-        let southWest = projection.coordinate(east: -radius, north: -radius)
-        let northEast = projection.coordinate(east: radius, north: radius)
+        let box = SearchBox(radius: radius, around: projection)
         do {
-            return try database.reading { try features(southWest, northEast, projection, radius, limit) }
+            return try database.reading { try features(box, projection, radius, limit) }
         } catch {
             throw Self.lift(error, path: path)
         }
     }
 
     private func features(
-        _ southWest: Coordinate, _ northEast: Coordinate, _ projection: LocalProjection, _ radius: Double, _ limit: Int
+        _ searchBox: SearchBox, _ projection: LocalProjection, _ radius: Double, _ limit: Int
     ) throws -> [MapFeature] {
         if boundsStatement == nil {
             boundsStatement = try database.prepare(
@@ -38,22 +37,26 @@ extension PlaceDatabase {
                 """)
         }
         let boxes = boundsStatement!
-        defer { boxes.reset() }
-        try boxes.bind(BoundsCoding.down(southWest.latitude), at: 1)
-        try boxes.bind(BoundsCoding.up(northEast.latitude), at: 2)
-        try boxes.bind(BoundsCoding.down(southWest.longitude), at: 3)
-        try boxes.bind(BoundsCoding.up(northEast.longitude), at: 4)
         var near: [(distance: Double, rowid: Int64)] = []
-        while try boxes.step() {
-            let box = BoundingBox(
-                minLatitude: BoundsCoding.degrees(boxes.int64(at: 1)),
-                minLongitude: BoundsCoding.degrees(boxes.int64(at: 3)),
-                maxLatitude: BoundsCoding.degrees(boxes.int64(at: 2)),
-                maxLongitude: BoundsCoding.degrees(boxes.int64(at: 4)))
-            let distance = box.distance(from: projection)
-            if distance <= radius { near.append((distance, boxes.int64(at: 0))) }
+        try searchBox.forEachArc { west, east in
+            defer { boxes.reset() }
+            try boxes.bind(BoundsCoding.down(searchBox.minLatitude), at: 1)
+            try boxes.bind(BoundsCoding.up(searchBox.maxLatitude), at: 2)
+            try boxes.bind(BoundsCoding.down(west), at: 3)
+            try boxes.bind(BoundsCoding.up(east), at: 4)
+            while try boxes.step() {
+                let box = BoundingBox(
+                    minLatitude: BoundsCoding.degrees(boxes.int64(at: 1)),
+                    minLongitude: BoundsCoding.degrees(boxes.int64(at: 3)),
+                    maxLatitude: BoundsCoding.degrees(boxes.int64(at: 2)),
+                    maxLongitude: BoundsCoding.degrees(boxes.int64(at: 4)))
+                let distance = box.distance(from: projection)
+                if distance <= radius { near.append((distance, boxes.int64(at: 0))) }
+            }
         }
         near.sort { ($0.distance, $0.rowid) < ($1.distance, $1.rowid) }
+        // A box that meets both arcs was found by each: its two finds are neighbours now.
+        near.removeAdjacentDuplicates { $0.rowid == $1.rowid }
 
         if featureStatement == nil {
             featureStatement = try database.prepare(

@@ -78,6 +78,24 @@ struct ElementTagsTests {
         }
     }
 
+    /// At a pole the search box is every longitude and on the antimeridian it is two arcs: the grid
+    /// answers from both sides, and at once (its columns at the pole were trillions, counted one by one).
+    @Test func theGridAnswersAtThePolesAndAcrossTheAntimeridian() {
+        func box(_ latitude: Double, _ longitude: Double) -> BoundingBox {
+            BoundingBox(minLatitude: latitude, minLongitude: longitude, maxLatitude: latitude, maxLongitude: longitude)
+        }
+        let polar = SpatialGrid(latitude: 89.9999, boxes: [box(89.9999, 135), box(89.9999, -45), box(89.99, 0)])
+        var found: [Int] = []
+        polar.candidates(within: 30, of: Coordinate(latitude: 90, longitude: 0), into: &found)
+        #expect(found == [0, 1], "both sides of the pole, 11 m away; not the one 1.1 km away")
+
+        let dateLine = SpatialGrid(latitude: 0, boxes: [box(0, 179.9999), box(0, -179.9999), box(0, 179.99)])
+        dateLine.candidates(within: 30, of: Coordinate(latitude: 0, longitude: 180), into: &found)
+        #expect(found == [0, 1], "11 m either side of the antimeridian")
+        dateLine.candidates(within: 30, of: Coordinate(latitude: 0, longitude: -180), into: &found)
+        #expect(found == [0, 1])
+    }
+
     @Test func theGridFindsWhatEachCellHolds() {
         var random = SplitMix64(seed: 23)
         // Boxes around longitude 0 (columns either side of 0) and latitude 0 (rows either side).

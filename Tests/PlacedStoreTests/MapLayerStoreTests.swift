@@ -46,6 +46,34 @@ import Testing
         return (try PlaceDatabase.open(path: path), directory)
     }
 
+    /// At a pole a degree of longitude is almost no metres: the box of a circle there was ±1e13 degrees,
+    /// and turning it into whole 1e-7 degrees trapped (a `Map` call at latitude 90 stopped placed).
+    /// On the antimeridian the circle's box is two arcs, a feature on the other side found.
+    @Test func featuresAtThePolesAndAcrossTheAntimeridian() throws {
+        func dot(_ number: Int, _ latitude: Double, _ longitude: Double) -> MapFeature {
+            let corner = Coordinate(latitude: latitude, longitude: longitude)
+            return MapFeature(
+                id: "osm:way/\(number)", kind: .street, featureClass: "path", geometry: .line([corner, corner]))
+        }
+        let (database, directory) = try Self.write([
+            dot(1, 89.9999, 135), dot(2, -89.9999, 0), dot(3, 0, 179.9999), dot(4, 0, -179.9999), dot(5, 0, 179.9),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(
+            try database.features(within: 100, of: Coordinate(latitude: 90, longitude: 0), limit: 10).map(\.id) == [
+                "osm:way/1"
+            ])
+        #expect(
+            try database.features(within: 100, of: Coordinate(latitude: -90, longitude: 0), limit: 10).map(\.id) == [
+                "osm:way/2"
+            ])
+        for longitude in [180.0, -180] {
+            let ids = try database.features(within: 100, of: Coordinate(latitude: 0, longitude: longitude), limit: 10)
+                .map(\.id)
+            #expect(ids.sorted() == ["osm:way/3", "osm:way/4"], "both sides, 11 m away, once each; not 11 km away")
+        }
+    }
+
     @Test func featuresWithinTheRadiusNearestFirst() throws {
         let (database, directory) = try Self.write(Self.row + [Self.street, Self.courtyard])
         defer { try? FileManager.default.removeItem(atPath: directory) }

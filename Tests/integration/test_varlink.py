@@ -355,6 +355,18 @@ def test_map_bounds_are_named_errors(start_placed, parameters, error):
             assert refused.value.name == "org.varlink.service.InvalidParameter"
 
 
+@pytest.mark.parametrize("latitude, longitude", [(90.0, 0.0), (-90.0, 24.94), (0.0, 180.0), (0.0, -180.0)])
+def test_map_and_rank_at_the_poles_and_the_antimeridian_answer(start_placed, latitude, longitude):
+    # At a pole a circle's box in degrees was ±1e13 degrees: turning it into the map index's whole
+    # 1e-7 degrees trapped, and placed stopped. Far from Helsinki: nothing there, and placed stays up.
+    placed = start_placed()
+    with placed.open() as places:
+        assert places.Map(latitude, longitude, 1000.0)["features"] == []
+        assert places.Rank(latitude=latitude, longitude=longitude, accuracy=50.0)["places"] == []
+        assert places.Map(60.17, 24.94, 100.0)["features"], "still serving"
+    assert placed.proc.poll() is None
+
+
 def test_map_of_a_file_imported_without_the_layer_is_no_map_layer(start_placed, placectl_bin, tmp_path):
     from conftest import HELSINKI
     import subprocess
