@@ -90,6 +90,9 @@ public final class PlacedService {
         // After READY: sd-event pings once on enabling, and systemd expects READY first.
         try loop.enableWatchdog()
         let status = try loop.run()
+        if let bus, !bus.isConnected {
+            Log.error("the D-Bus connection was lost: exiting, for the service manager to start placed again")
+        }
 
         source?.stop()
         daemon.unsubscribeAll()

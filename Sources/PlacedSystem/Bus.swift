@@ -103,6 +103,9 @@ public final class Bus {
         try checkSD(sd_bus_set_exit_on_disconnect(handle, on ? 1 : 0), "sd_bus_set_exit_on_disconnect")
     }
 
+    /// Whether the connection is still up (false once the bus daemon has gone away).
+    public var isOpen: Bool { sd_bus_is_open(handle) > 0 }
+
     /// Takes a well-known name (synchronously: call at startup). Fails with `EEXIST` when another
     /// connection owns it, or with `EACCES` when the bus policy forbids it.
     public func requestName(_ name: String) throws(SystemError) {

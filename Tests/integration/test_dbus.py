@@ -193,6 +193,21 @@ def gdbus_error(bus, method, *args, user=None):
     return re.search(r"GDBus\.Error:([\w.]+)", out.stderr).group(1)
 
 
+def test_losing_the_bus_ends_placed_with_a_failure_for_systemd_to_restart(bus, placed_bin, places_db, tmp_path):
+    # Left running without its connection it was unreachable over D-Bus, and Restart=on-failure never
+    # fired. This test's bus is the dbus-daemon started with its own bus.conf.
+    shutil.copy(places_db, tmp_path / "places.db")
+    daemon = Placed(placed_bin, "--bus", "session", "--static", "60.1699,24.9384,10", "--db", tmp_path / "places.db",
+                    "--socket", tmp_path / "sock", env={"DBUS_SESSION_BUS_ADDRESS": bus})
+    try:
+        daemon.wait_for(r"ranking 1:")
+        subprocess.run(["pkill", "-KILL", "-f", str(tmp_path / "bus.conf")], check=True)
+        daemon.wait_for(r"the D-Bus connection was lost")
+        assert daemon.proc.wait(timeout=10) == 1
+    finally:
+        daemon.stop()
+
+
 def test_named_errors(bus, placed):
     assert gdbus_error(bus, "Select", "osm:node/1") == "io.placed.Placed1.Error.UnknownPlace"
     assert gdbus_error(bus, "GetPlaces", "uint32 21") == "io.placed.Placed1.Error.InvalidLimit"

@@ -27,8 +27,13 @@ final class BusAdapter: DaemonSubscriber {
         declareMembers()
         try bus.register(object)
         try bus.attach(to: loop)
+        // Without its connection placed would go on, unreachable over D-Bus and warning at every fix.
+        try bus.exitLoopOnDisconnect()
         try bus.requestName(Self.name)
     }
+
+    /// False once the bus has gone away, which ends the event loop with status 1.
+    var isConnected: Bool { bus.isOpen }
 
     /// The members, in the order introspection lists them (etc/dbus-1/interfaces/io.placed.Placed1.xml
     /// is generated from the live object by scripts/gen-bus-introspection).
