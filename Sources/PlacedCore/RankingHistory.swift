@@ -15,13 +15,14 @@ public struct RankingHistory: Sendable {
     /// The newest ranking, served to clients.
     public var latest: Ranking? { recent.last }
 
-    /// Stamps `ranking` with the next generation, makes it the latest (not stale), and returns it.
+    /// Stamps `ranking` with the next generation, makes it the latest, and returns it. `stale`: ranked
+    /// at the last fix while the location source has none (a refresh, a reload), so still old news.
     @discardableResult
-    public mutating func publish(_ ranking: Ranking) -> Ranking {
+    public mutating func publish(_ ranking: Ranking, stale: Bool = false) -> Ranking {
         generation += 1
         var published = ranking
         published.generation = generation
-        published.isStale = false
+        published.isStale = stale
         recent.append(published)
         if recent.count > depth { recent.removeFirst(recent.count - depth) }
         return published

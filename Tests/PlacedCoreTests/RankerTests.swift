@@ -473,9 +473,11 @@ private func isOrdered(_ places: [RankedPlace]) -> Bool {
         #expect(history.latest?.generation == 1)
         history.publish(ranking(["b"]))
         #expect(history.latest?.isStale == false)
+        #expect(history.publish(ranking(["b"]), stale: true).isStale, "ranked again without a fix")
+        #expect(history.latest?.isStale == true)
         history.clear()
         #expect(history.latest == nil)
-        #expect(history.publish(ranking(["c"])).generation == 3)
+        #expect(history.publish(ranking(["c"])).generation == 4)
     }
 }
 

@@ -1,11 +1,15 @@
 """placed reading real gpsd, fed by gpsfake: moves match an independent reading of the same NMEA,
 and placed survives gpsd going away and going silent."""
 
+import os
+import shutil
+import signal
+
 import pytest
 
 import nmea
 from conftest import DATA, ROOT
-from harness import GpsFake, Placed, free_port
+from harness import GpsFake, Placed, free_port, open_varlink
 
 DRIVE = ROOT / "data" / "helsinki-drive.nmea"
 RECORDINGS = sorted((DATA / "gpsd-logs").glob("*.log")) if (DATA / "gpsd-logs").exists() else []
@@ -73,6 +77,33 @@ def test_reconnects_after_gpsd_is_killed_and_restarted(placed_bin, tmp_path):
         assert placed.proc.poll() is None, "placed survived"
     finally:
         first.stop()
+        assert placed.stop() == 0
+
+
+def test_a_refresh_or_reload_without_fixes_keeps_the_ranking_stale(placed_bin, places_db, tmp_path):
+    # A Refresh or SIGHUP ranks at the last fix once more: that ranking said stale: false while the
+    # source said stale, as if the device knew where it was.
+    shutil.copy(places_db, tmp_path / "places.db")
+    port = free_port()
+    gps = GpsFake(DRIVE, port)
+    placed = Placed(placed_bin, "--bus", "none", "--db", tmp_path / "places.db", "--socket", tmp_path / "sock",
+                    "--gpsd", "localhost:%d" % port)
+    try:
+        placed.wait_for(r"ranking 2:", timeout=30)
+        places = open_varlink(tmp_path / "sock")
+        assert places.Current()["stale"] is False
+        gps.stop()
+        placed.wait_for(r"gpsd: (stale|connecting): ", timeout=10)
+        before = places.Current()
+        assert before["stale"] is True and places.Status()["source"] != "fix"
+        places.Refresh()
+        refreshed = places.Current()
+        assert refreshed["generation"] == before["generation"] + 1 and refreshed["stale"] is True
+        os.kill(placed.proc.pid, signal.SIGHUP)
+        placed.wait_for(r"ranking %d:" % (refreshed["generation"] + 1), timeout=10)
+        assert places.Current()["stale"] is True and places.Status()["stale"] is True
+    finally:
+        gps.stop()
         assert placed.stop() == 0
 
 

@@ -110,8 +110,7 @@ public final class Daemon: PlacesService, LocationSink {
         gate.sourceChanged(to: state)
         guard state != sourceState else { return }
         sourceState = state
-        // Without fixes the last ranking is old news: stale until the next fix ranks again.
-        history.setStale(state != .fix && state != .static)
+        history.setStale(isWithoutFixes)
         ServiceNotifier.status(statusLine)
         emit(.sourceChanged(state))
     }
@@ -167,7 +166,7 @@ public final class Daemon: PlacesService, LocationSink {
             Log.warning("ranking failed at \(fix.coordinate): \(error)")
             return nil
         }
-        let published = history.publish(ranking)
+        let published = history.publish(ranking, stale: isWithoutFixes)
         ServiceNotifier.status(statusLine)
         // Broadcasts carry the default list; a client wanting more asks for it.
         emit(.ranked(published.limited(to: Ranker.defaultLimit)))
@@ -402,6 +401,10 @@ public final class Daemon: PlacesService, LocationSink {
     }
 
     // MARK: Helpers
+
+    /// Without fixes the last ranking is old news: stale until the next fix ranks again, even when
+    /// a refresh or a reload ranks at the last fix once more.
+    private var isWithoutFixes: Bool { sourceState != .fix && sourceState != .static }
 
     /// Markers one History call returns unless asked, and at most.
     public static let defaultHistoryLimit = 20
