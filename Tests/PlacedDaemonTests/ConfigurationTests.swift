@@ -166,8 +166,11 @@ import Testing
         #expect(throws: UsageError("--distance-filter expects a number >= 0, not '-1'")) {
             try Configuration.parse(["--distance-filter", "-1"])
         }
-        #expect(throws: UsageError("--gpsd-timeout expects a number >= 0.1, not '0'")) {
+        #expect(throws: UsageError("--gpsd-timeout expects a number from 0.1 to 86400, not '0'")) {
             try Configuration.parse(["--gpsd-timeout", "0"])
+        }
+        #expect(throws: UsageError("--gpsd-timeout expects a number from 0.1 to 86400, not '1e14'")) {
+            try Configuration.parse(["--gpsd-timeout", "1e14"])
         }
         var c = Configuration()
         #expect(throws: ConfigError(file: "f", line: 2, message: "DistanceFilter=-3: must be a number >= 0")) {

@@ -100,7 +100,8 @@ public enum Settings {
             help: "seconds of silence before gpsd counts as gone", reload: .applied,
             value: { Configuration.text(of: $0.gpsdTimeout) }
         ) { text, _, c throws(SettingError) in
-            c.gpsdTimeout = try number(text, minimum: 0.1)
+            // At most a day: its microseconds must fit the loop's timers (1e14 s trapped at start).
+            c.gpsdTimeout = try number(text, in: 0.1...86_400)
         },
         Setting(
             section: "Location", key: "StaticPosition", flag: "--static", placeholder: "LAT,LON[,ACC]",
