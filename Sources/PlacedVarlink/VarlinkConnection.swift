@@ -172,6 +172,13 @@ final class VarlinkConnection {
             handleMessage(message)
         }
         guard !isClosed else { return }
+        if isDrainingIdle, framer.pendingCount > 0 {
+            // Hung up within a message, which can never end now: say so, then close once it is sent.
+            framer = VarlinkWire.Framer(maximumMessageSize: framer.maximumMessageSize)
+            let reason = "the connection ended within a message"
+            _ = send(VarlinkError(server.configuration.invalidMessageError, ["reason": .string(reason)]).framed)
+            guard !isClosed else { return }
+        }
         framer.compact()
         if mayLeave, leaveLoop() { return }
         updateEvents()

@@ -5,6 +5,7 @@ import json
 import os
 import resource
 import select
+import socket
 import threading
 import time
 
@@ -92,6 +93,24 @@ def test_malformed_messages_get_invalid_message_then_disconnect(start_placed, me
         assert raw.is_closed_by_server(), "the call after the bad message is not served"
     assert_unharmed(placed, watch, first["generation"])
     watch.close()
+
+
+@pytest.mark.parametrize("served_first", [False, True], ids=["alone", "after-a-call"])
+def test_a_client_that_hangs_up_within_a_message_gets_invalid_message_then_disconnect(start_placed, served_first):
+    # Shut down for writing with half a message sent, it waited forever for an answer that never came,
+    # holding its descriptor, and a call before it was still owed its reply.
+    placed = start_placed()
+    with placed.raw() as raw:
+        if served_first:
+            raw.send(PLACES + ".Status")
+        raw.send_raw(b'{"method": "io.placed.Places.Current"')
+        raw.sock.shutdown(socket.SHUT_WR)
+        if served_first:
+            assert raw.receive()["parameters"]["source"] == "static"
+        reply = raw.receive()
+        assert reply == {"error": PLACES + ".InvalidMessage",
+                         "parameters": {"reason": "the connection ended within a message"}}
+        assert raw.is_closed_by_server()
 
 
 def peer_closed(sock):
