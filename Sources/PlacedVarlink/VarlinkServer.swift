@@ -29,6 +29,9 @@ public final class VarlinkServer {
         public var maxQueuedBytes = 256 * 1024
         /// Connections beyond this many are closed at once.
         public var maxConnections = 4096
+        /// Connections of one user beyond this many are closed at once, so that no one user (the
+        /// socket is open to all) can take every connection: sd-varlink's quarter of the whole.
+        public var maxConnectionsPerUser = 1024
         /// Threads that serve connections calling only off-loop methods (`register(_:servedOffLoop:handler:)`);
         /// 0: none, every connection stays on the loop.
         public var requestThreads = 0
@@ -73,6 +76,8 @@ public final class VarlinkServer {
     /// Started at the first connection that may leave the loop.
     private var threads: RequestThreads?
     private var connections: [Int32: VarlinkConnection] = [:]
+    /// How many of `connections` each user has.
+    private var connectionsByUser: [uid_t: Int] = [:]
     private var needProcessing: [VarlinkConnection] = []
     private var processingSource: EventSource?
     /// One read buffer for all connections: the loop reads one socket at a time.
@@ -210,6 +215,7 @@ public final class VarlinkServer {
         threads = nil
         let all = connections.values
         connections = [:]
+        connectionsByUser = [:]
         needProcessing = []
         for connection in all { connection.close(reason: .serverClosed) }
     }
@@ -231,6 +237,7 @@ public final class VarlinkServer {
             guard connections.count < configuration.maxConnections,
                 (try? UnixSocket.configureAccepted(fd)) != nil,
                 let credentials = try? Credentials(peerOf: fd),
+                connectionsByUser[credentials.uid, default: 0] < configuration.maxConnectionsPerUser,
                 let connection = try? VarlinkConnection(
                     fd: fd, credentials: credentials, server: self, loop: loop)
             else {
@@ -238,6 +245,7 @@ public final class VarlinkServer {
                 continue
             }
             connections[fd] = connection
+            connectionsByUser[credentials.uid, default: 0] += 1
         }
     }
 
@@ -253,7 +261,11 @@ public final class VarlinkServer {
     }
 
     func connectionClosed(_ connection: VarlinkConnection) {
-        if connections[connection.fd] === connection { connections[connection.fd] = nil }
+        guard connections[connection.fd] === connection else { return }
+        connections[connection.fd] = nil
+        let uid = connection.credentials.uid
+        connectionsByUser[uid, default: 1] -= 1
+        if connectionsByUser[uid] == 0 { connectionsByUser[uid] = nil }
     }
 
     /// A call finished outside input processing: handle the client's next buffered call on the next

@@ -46,7 +46,8 @@ private final class Harness {
     var cancelled = 0
 
     init(
-        maxQueuedBytes: Int = 256 * 1024, maxConnections: Int = 4096, mode: mode_t = 0o660, requestThreads: Int = 0
+        maxQueuedBytes: Int = 256 * 1024, maxConnections: Int = 4096, maxConnectionsPerUser: Int = 1024,
+        mode: mode_t = 0o660, requestThreads: Int = 0
     ) throws {
         directory = makeTemporaryDirectory("placed-varlink")
         path = directory + "/io.placed.Test"
@@ -56,6 +57,7 @@ private final class Harness {
             errorInterface: "io.placed.Test")
         configuration.maxQueuedBytes = maxQueuedBytes
         configuration.maxConnections = maxConnections
+        configuration.maxConnectionsPerUser = maxConnectionsPerUser
         configuration.requestThreads = requestThreads
         server = try VarlinkServer(loop: loop, path: path, mode: mode, configuration: configuration)
         server.register(testInterface, servedOffLoop: ["Echo", "NoSuchMethod"]) { [unowned self] call in
@@ -600,6 +602,30 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
             })
         #expect(h.server.connectionCount == 2)
         for client in [first, second] {
+            #expect(
+                try h.call(client, #"{"method":"io.placed.Test.Echo","parameters":{"text":"in"}}"#)["parameters"] != nil
+            )
+        }
+    }
+
+    /// The tests' clients are all one user: beyond that user's share they are closed though the
+    /// server has room, and one that leaves makes room for the next.
+    @Test func connectionsOfOneUserBeyondItsShareAreClosed() throws {
+        let h = try Harness(maxConnections: 10, maxConnectionsPerUser: 2)
+        let first = try h.connect()
+        let second = try h.connect()
+        #expect(try h.pump { h.server.connectionCount == 2 })
+        let third = try h.connect()
+        #expect(
+            try h.pump {
+                third.poll(); return third.isClosed
+            })
+        #expect(h.server.connectionCount == 2)
+        first.hangUp()
+        #expect(try h.pump { h.server.connectionCount == 1 })
+        let fourth = try h.connect()
+        #expect(try h.pump { h.server.connectionCount == 2 })
+        for client in [second, fourth] {
             #expect(
                 try h.call(client, #"{"method":"io.placed.Test.Echo","parameters":{"text":"in"}}"#)["parameters"] != nil
             )

@@ -5,9 +5,13 @@ import grp
 import json
 import os
 import pwd
+import resource
+import select
+import socket
 import stat
 import subprocess
 import tempfile
+import time
 
 import pytest
 import varlink
@@ -132,3 +136,40 @@ def test_a_member_of_group_placed_may_select_and_refresh(start_placed, open_dire
     with placed.open() as places:
         assert places.History()["markers"][0]["selection"] == 1
         assert places.Current()["generation"] == 2
+
+
+def test_one_user_cannot_take_every_connection(start_placed, open_directory):
+    # The socket is open to everyone: one user's 4,096 connections (each may hold 64 kB of a message)
+    # shut everybody else out. Now a user has a quarter of them, as sd-varlink gives, and no more.
+    start_placed(directory=open_directory)
+    path = str(open_directory / "sock")
+    counted_r, counted_w = os.pipe()
+    release_r, release_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY.pw_gid)
+            os.setuid(NOBODY.pw_uid)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+            held = []
+            for _ in range(1100):
+                client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                client.connect(path)
+                held.append(client)
+            time.sleep(1.0)
+            poller = select.poll()
+            for client in held:
+                poller.register(client, select.POLLRDHUP)
+            closed = sum(1 for _, event in poller.poll(0) if event & (select.POLLRDHUP | select.POLLHUP))
+            os.write(counted_w, b"%d" % (len(held) - closed))
+            os.read(release_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        assert int(os.read(counted_r, 16)) == 1024, "nobody's connections kept"
+        with open_varlink(path) as places:
+            assert places.Status()["places"] > 0, "root is served while nobody holds its share"
+    finally:
+        os.write(release_w, b"x")
+        os.waitpid(pid, 0)
