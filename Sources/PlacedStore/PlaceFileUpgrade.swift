@@ -42,6 +42,9 @@ public enum PlaceFileUpgrade {
         return .upgraded(from: upgradableSchema)
     }
 
+    /// The file an upgrade of `target` writes before renaming it into place: this process's own.
+    public static func temporaryPath(for target: String) -> String { "\(target).upgrading-\(getpid())" }
+
     /// Reads `source`, writes `target` through a temporary file in its directory and renames it into place.
     public static func rewrite(_ source: String, to target: String) throws(PlaceDatabaseError) {
         try rewrite(source, to: target, schema: PlaceDatabase.schemaVersion)
@@ -78,7 +81,7 @@ public enum PlaceFileUpgrade {
         var original = stat()
         let replacing = stat(target, &original) == 0
 
-        let temporary = "\(target).upgrading-\(getpid())"
+        let temporary = temporaryPath(for: target)
         unlink(temporary)
         var renamed = false
         defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind

@@ -18,7 +18,9 @@ import PlacedThreads
 /// synced and renamed into place (`PlaceDatabase.replace` is this writer fed from an array).
 ///
 /// Memory at its peak, the sort: 20 bytes a place (600 MB for 30 million places). The temporary files
-/// take about three times the records on disk at most, and vanish whatever happens (O_TMPFILE).
+/// take about three times the records on disk at most, and vanish whatever happens (O_TMPFILE); the
+/// file being built (`temporaryPath(for:)`) has a name, removed on a failure, and by `placectl` on
+/// Ctrl-C.
 public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     public let path: String
     public let memoryLimit: Int
@@ -76,7 +78,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     {
         self.path = path
         self.memoryLimit = max(memoryLimit, 1 << 20)
-        temporaryPath = "\(path).new-\(getpid())"
+        temporaryPath = Self.temporaryPath(for: path)
         // A leftover of this same pid is ours by name (a crash before it could clean up).
         unlink(temporaryPath)
         descriptor = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -104,6 +106,9 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
     }
 
     static func directoryName(of path: String) -> String { PlaceDatabase.directoryName(of: path) }
+
+    /// The file a writer for `path` builds before renaming it into place: this process's own.
+    public static func temporaryPath(for path: String) -> String { "\(path).new-\(getpid())" }
 
     /// Where its temporary files go (the destination's directory): an import's own belong there too.
     public var scratchDirectory: String { Self.directoryName(of: path) }

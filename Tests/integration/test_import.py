@@ -7,8 +7,10 @@ import os
 import pty
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
+import time
 
 import pytest
 
@@ -183,6 +185,24 @@ def test_bad_input_leaves_database_untouched(existing_db, placectl_bin, tmp_path
     assert out.stdout == ""
     assert sorted(p.name for p in existing_db.parent.iterdir()) == sorted(
         ["places.db"] + (["bad.osm.pbf"] if content is not None else []))
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_import_leaves_nothing_behind(existing_db, placectl_bin, tmp_path, sent):
+    # Ctrl-C, or a service manager's stop, in an import of many minutes left its named file of up to
+    # gigabytes beside the database; only a later import of the same pid removed it.
+    before = digest(existing_db)
+    importing = subprocess.Popen([placectl_bin, "import", HELSINKI, "--db", existing_db],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    temporary = tmp_path / ("places.db.new-%d" % importing.pid)
+    deadline = time.monotonic() + 30
+    while not temporary.exists():
+        assert importing.poll() is None and time.monotonic() < deadline, "no temporary file seen"
+        time.sleep(0.01)
+    importing.send_signal(sent)  # while it reads the extract: the whole import takes a second or two
+    assert importing.wait(timeout=30) == -sent, "ended by the signal, as it would have been"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.db"]
+    assert digest(existing_db) == before
 
 
 def test_unwritable_target(existing_db, placectl_bin, tmp_path):

@@ -64,6 +64,10 @@ enum ImportCommand: Command {
         let bar = isatty(2) == 1 ? ProgressBar(start: start) : nil
         let extract: PlaceExtract
         let writer: PlaceFileWriter
+        // Ctrl-C during an import of many minutes leaves no file of gigabytes beside the database.
+        let temporary = PlaceFileWriter.temporaryPath(for: database)
+        RemoveOnInterrupt.add(temporary)
+        defer { RemoveOnInterrupt.remove(temporary) }
         do {
             // The places stream to the file's writer as they are made: memory holds a few bytes a place.
             let mapLayer = !context.arguments.has("no-map")

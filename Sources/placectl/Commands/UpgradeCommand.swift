@@ -1,6 +1,7 @@
 import PlacectlKit
 import PlacedCore
 import PlacedStore
+import PlacedSystem
 
 /// `placectl upgrade [--db PATH] [--no-refresh]`: rewrite a place database of the schema before this one
 /// in this schema, in place, and have a running placed load it.
@@ -30,6 +31,9 @@ enum UpgradeCommand: Command {
         guard !database.isEmpty else { throw UsageError("--db needs a path", command: spec.qualifiedName) }
         let start = monotonicSeconds()
         let outcome: PlaceFileUpgrade.Outcome
+        let temporary = PlaceFileUpgrade.temporaryPath(for: database)
+        RemoveOnInterrupt.add(temporary)
+        defer { RemoveOnInterrupt.remove(temporary) }
         do {
             outcome = try PlaceFileUpgrade.upgrade(inPlace: database)
         } catch {
