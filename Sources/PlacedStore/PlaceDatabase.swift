@@ -30,6 +30,8 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
     case invalidMapQuery(reason: String)
     /// Any other SQLite failure.
     case sqlite(SQLiteError)
+    /// The new file is in place, but its directory could not be synced: a power loss may undo it.
+    case replacedWithoutSync(path: String, errno: Int32)
 
     public var description: String {
         switch self {
@@ -47,6 +49,9 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
         case .noMapLayer(let path): "\(path) has no map layer (it was imported with --no-map)"
         case .invalidMapQuery(let reason): "invalid map query: \(reason)"
         case .sqlite(let error): error.description
+        case .replacedWithoutSync(let path, let code):
+            "\(path) is replaced, but syncing its directory failed (\(String(cString: strerror(code)))): "
+                + "a power loss may bring back the file before it"
         }
     }
 }

@@ -78,16 +78,12 @@ public enum PlaceFileUpgrade {
             throw .corrupt(path: source, detail: "the pack is not the one meta pack_id and place_count name")
         }
         let (index, areas) = try PlaceDatabase.indexes(of: pack, in: file, path: source)
-        var original = stat()
-        let replacing = stat(target, &original) == 0
-
         let temporary = temporaryPath(for: target)
         unlink(temporary)
         var renamed = false
         defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind
         try writeSQLitePart(UnsafeRawBufferPointer(rebasing: file.bytes[0..<imageSize]), to: temporary, schema: schema)
-        let descriptor = Glibc.open(temporary, O_RDWR | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .cannotWrite(path: temporary, operation: "open", errno: errno) }
+        let descriptor = try PlaceDatabase.reopenOwnFile(temporary)
         defer { Glibc.close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
@@ -153,32 +149,12 @@ public enum PlaceFileUpgrade {
         var headerWriter = FileWriter(descriptor: descriptor, path: temporary, offset: start)
         try headerWriter.append(header)
         try headerWriter.flush()
-        if replacing {
-            // The file it replaces keeps its mode and owner (placed reads it as its own user or group).
-            guard fchmod(descriptor, original.st_mode & 0o7777) == 0 else {
-                throw .cannotWrite(path: temporary, operation: "chmod", errno: errno)
-            }
-            if original.st_uid != status.st_uid || original.st_gid != status.st_gid {
-                guard fchown(descriptor, original.st_uid, original.st_gid) == 0 else {
-                    throw .cannotWrite(path: temporary, operation: "chown", errno: errno)
-                }
-            }
-        }
-        guard fsync(descriptor) == 0 else { throw .cannotWrite(path: temporary, operation: "fsync", errno: errno) }
-        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))  // as an import leaves it
-        guard rename(temporary, target) == 0 else {
-            throw .cannotWrite(path: target, operation: "rename", errno: errno)
-        }
-        renamed = true
-        // Makes the rename itself durable. Should this fail, the new file is already in place.
-        let directory = PlaceDatabase.directoryName(of: target)
-        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryDescriptor >= 0 else {
-            throw .cannotWrite(path: directory, operation: "open directory", errno: errno)
-        }
-        defer { Glibc.close(directoryDescriptor) }
-        guard fsync(directoryDescriptor) == 0 else {
-            throw .cannotWrite(path: directory, operation: "fsync directory", errno: errno)
+        do {
+            try PlaceDatabase.install(temporary, descriptor: descriptor, over: target)
+            renamed = true
+        } catch {
+            if case .replacedWithoutSync = error { renamed = true }
+            throw error
         }
     }
 

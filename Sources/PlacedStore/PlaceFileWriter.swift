@@ -420,27 +420,13 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         try trailer.append(Array(id.prefix(8)))
         try trailer.flush()
         pack.close()
-        // SQLite wrote with synchronous=OFF; one fsync of the finished file is all the durability needed.
-        guard fsync(descriptor) == 0 else {
-            throw .cannotWrite(path: temporaryPath, operation: "fsync", errno: errno)
-        }
-        // The pages written are clean now: out of the page cache, so that the daemon's mapping reads them
-        // back page by page as queries touch them (small pages, each counted once in its RSS) instead of
-        // in the large folios the writes left.
-        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))
-        guard rename(temporaryPath, path) == 0 else {
-            throw .cannotWrite(path: path, operation: "rename", errno: errno)
-        }
-        finished = true
-        // Makes the rename itself durable. Should this fail, the new file is already in place.
-        let directory = Self.directoryName(of: path)
-        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryDescriptor >= 0 else {
-            throw .cannotWrite(path: directory, operation: "open directory", errno: errno)
-        }
-        defer { close(directoryDescriptor) }
-        guard fsync(directoryDescriptor) == 0 else {
-            throw .cannotWrite(path: directory, operation: "fsync directory", errno: errno)
+        // SQLite wrote with synchronous=OFF; the install's one fsync of the file is all the durability needed.
+        do {
+            try PlaceDatabase.install(temporaryPath, descriptor: descriptor, over: path)
+            finished = true
+        } catch {
+            if case .replacedWithoutSync = error { finished = true }  // renamed: the name is the new file's
+            throw error
         }
     }
 

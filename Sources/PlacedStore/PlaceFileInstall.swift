@@ -1,0 +1,61 @@
+import PlacedCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Putting a finished places file in place, for the import and the upgrade alike.
+extension PlaceDatabase {
+    /// Opens `path`, a file this process created and SQLite wrote by name, for its last writes: not
+    /// through a symbolic link, and only while it is still this user's file with one name. The directory
+    /// may belong to placed, so another process could have swapped something in under the name; the
+    /// mode and owner given next would then have gone to that (a root-owned file handed to placed).
+    static func reopenOwnFile(_ path: String) throws(PlaceDatabaseError) -> Int32 {
+        let descriptor = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .cannotWrite(path: path, operation: "open", errno: errno) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            let code = errno
+            Glibc.close(descriptor)
+            throw .cannotWrite(path: path, operation: "fstat", errno: code)
+        }
+        guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1, status.st_uid == geteuid() else {
+            Glibc.close(descriptor)
+            throw .cannotWrite(path: path, operation: "open (replaced under its name)", errno: EPERM)
+        }
+        return descriptor
+    }
+
+    /// Makes `temporary`, written and open as `descriptor`, the file at `target`: given the mode and
+    /// owner of the file it replaces (placed reads it as its own user or group), synced, dropped from
+    /// the page cache (the daemon's mapping then reads it back in small pages, each counted once in its
+    /// RSS, not in the large folios the writes left), renamed over it, and the rename made durable.
+    /// Throws `.replacedWithoutSync` when only that last step failed: the new file is in place then.
+    static func install(_ temporary: String, descriptor: Int32, over target: String) throws(PlaceDatabaseError) {
+        var original = stat()
+        if stat(target, &original) == 0 {
+            guard fchmod(descriptor, original.st_mode & 0o7777) == 0 else {
+                throw .cannotWrite(path: temporary, operation: "chmod", errno: errno)
+            }
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else {
+                throw .cannotWrite(path: temporary, operation: "fstat", errno: errno)
+            }
+            if original.st_uid != status.st_uid || original.st_gid != status.st_gid {
+                guard fchown(descriptor, original.st_uid, original.st_gid) == 0 else {
+                    throw .cannotWrite(path: temporary, operation: "chown", errno: errno)
+                }
+            }
+        }
+        guard fsync(descriptor) == 0 else { throw .cannotWrite(path: temporary, operation: "fsync", errno: errno) }
+        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))
+        guard rename(temporary, target) == 0 else {
+            throw .cannotWrite(path: target, operation: "rename", errno: errno)
+        }
+        let directory = directoryName(of: target)
+        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else { throw .replacedWithoutSync(path: target, errno: errno) }
+        defer { Glibc.close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else { throw .replacedWithoutSync(path: target, errno: errno) }
+    }
+}
