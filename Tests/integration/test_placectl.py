@@ -4,6 +4,7 @@ statuses (0 ok, 1 error named on stderr, 2 usage)."""
 import contextlib
 import json
 import os
+import pathlib
 import re
 import select
 import shutil
@@ -412,6 +413,28 @@ def test_bash_completion_offers_commands_options_and_ids(daemon):
     assert options.split() == ["--limit"]
     listed = [p["id"] for p in daemon.json("places", "--limit", "20")["places"]]
     assert set(listed) <= set(ids.split())
+
+
+def test_bash_completion_knows_every_command_and_option_placectl_has(placectl_bin):
+    # Written by hand beside the commands: fleet-dropin and import's --memory-limit were missing.
+    text = (pathlib.Path(__file__).parent.parent.parent / "etc" / "bash-completion" / "placectl").read_text()
+    connection = re.search(r'local connection="([^"]*)"', text).group(1)
+    completed = {}
+    for names, options in re.findall(r"^\s*([a-z| -]+)\) options=\"([^\"]*)\" ;;", text, re.M):
+        for name in names.split("|"):
+            completed[name.strip()] = set(options.replace("$connection", connection).split())
+
+    def run(*arguments):
+        out = subprocess.run([placectl_bin, *arguments], capture_output=True, text=True, timeout=20)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    commands = re.findall(r"^  ([a-z-]+)  ", run("--help").split("commands:")[1].split("\n\n")[0], re.M)
+    assert commands and re.search(r'local commands="([^"]*)"', text).group(1).split() == commands
+    assert set(completed) == set(commands)
+    for command in commands:
+        offered = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", run(command, "--help"), re.M))
+        assert completed[command] == offered, command
 
 
 # --- the same commands over D-Bus: placed on a private dbus-daemon ------------------------------
