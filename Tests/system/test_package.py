@@ -109,8 +109,14 @@ def test_remove_stops_both_and_keeps_the_data(container):
 
 
 def test_purge_deletes_state_and_configuration(container):
+    # The fleet drop-in as `placectl fleet-dropin --write` leaves it, and an administrator's own.
+    container.sh("mkdir -p /etc/systemd/system/placed.service.d && cd /etc/systemd/system/placed.service.d"
+                 " && printf '[Service]\\nIPAddressAllow=192.0.2.7\\n' | tee fleet.conf > override.conf")
     out = container.run("apt-get", "purge", "-y", "placed", timeout=300)
     assert out.returncode == 0
+    assert not container.exists("/etc/systemd/system/placed.service.d/fleet.conf"), "placed's drop-in goes"
+    assert container.exists("/etc/systemd/system/placed.service.d/override.conf"), "the administrator's stays"
+    container.run("rm", "-r", "/etc/systemd/system/placed.service.d")
     for path in ("/var/lib/placed", "/etc/placed", "/run/placed", "/etc/systemd/system/dbus-io.placed.Placed1.service",
                  "/etc/systemd/system/multi-user.target.wants/placed.service",
                  "/etc/systemd/system/sockets.target.wants/placed.socket"):
