@@ -442,7 +442,7 @@ private let radii: [Double] = [0, 1, 50, 250, 1000, 5000]
         let raw: UnsafeMutableRawBufferPointer
         init(_ bytes: [UInt8]) {
             raw = .allocate(byteCount: bytes.count, alignment: 4096)
-            raw.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: bytes.count))
+            bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
         }
         deinit { raw.deallocate() }
     }

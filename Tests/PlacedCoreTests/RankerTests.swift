@@ -547,7 +547,7 @@ private struct Candidates {
         let serialized = index.serialized()
         let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: serialized.count, alignment: 8)
         defer { raw.deallocate() }
-        raw.copyMemory(from: UnsafeRawBufferPointer(start: serialized, count: serialized.count))
+        serialized.withUnsafeBytes { raw.copyMemory(from: $0) }
         final class Owner {}
         let mapped = try ReachIndex(mapping: UnsafeRawBufferPointer(raw), owner: Owner())
         for _ in 0..<100 {

@@ -318,7 +318,7 @@ extension VarlinkCall {
     /// Replies with `parameters` written by `Record.encodeJSON`.
     @discardableResult
     func reply(_ parameters: Record, continues: Bool = false) -> Bool {
-        try! reply(continues: continues, capacity: parameters.estimatedJSONSize) { parameters.encodeJSON(into: &$0) }
+        reply(continues: continues, capacity: parameters.estimatedJSONSize) { parameters.encodeJSON(into: &$0) }
     }
 }
 
