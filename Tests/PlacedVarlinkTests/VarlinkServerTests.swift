@@ -590,28 +590,11 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
         #expect(client.messages.map { $0["parameters"]?["text"]?.string } == (0..<3000).map { String($0) })
     }
 
-    @Test func connectionsBeyondTheLimitAreClosed() throws {
-        let h = try Harness(maxConnections: 2)
-        let first = try h.connect()
-        let second = try h.connect()
-        #expect(try h.pump { h.server.connectionCount == 2 })
-        let third = try h.connect()
-        #expect(
-            try h.pump {
-                third.poll(); return third.isClosed
-            })
-        #expect(h.server.connectionCount == 2)
-        for client in [first, second] {
-            #expect(
-                try h.call(client, #"{"method":"io.placed.Test.Echo","parameters":{"text":"in"}}"#)["parameters"] != nil
-            )
-        }
-    }
-
-    /// The tests' clients are all one user: beyond that user's share they are closed though the
-    /// server has room, and one that leaves makes room for the next.
-    @Test func connectionsOfOneUserBeyondItsShareAreClosed() throws {
-        let h = try Harness(maxConnections: 10, maxConnectionsPerUser: 2)
+    /// Beyond the server's limit, or beyond one user's share of it though the server has room (the
+    /// tests' clients are all one user), a connection is closed; one that leaves makes room.
+    @Test(arguments: [(total: 2, perUser: 1024), (total: 10, perUser: 2)])
+    func connectionsBeyondTheLimitsAreClosed(limits: (total: Int, perUser: Int)) throws {
+        let h = try Harness(maxConnections: limits.total, maxConnectionsPerUser: limits.perUser)
         let first = try h.connect()
         let second = try h.connect()
         #expect(try h.pump { h.server.connectionCount == 2 })
