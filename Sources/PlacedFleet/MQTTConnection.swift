@@ -193,8 +193,7 @@ final class MQTTConnection {
         }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let reason = reason(for: rc, errno: errno)
-            // A write error inside publish means the link is gone; anything else is this message's.
-            if rc == MOSQ_ERR_ERRNO.rawValue || rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
+            guard PublishFailure(code: rc) == .message else {
                 fail(reason)
                 deliverSoon()
                 throw .notConnected
@@ -366,6 +365,27 @@ final class MQTTConnection {
             if let detail = lastLibraryError { text += " (\(detail))" }
         }
         return text
+    }
+
+    /// Whose fault a failed `mosquitto_publish` is. Only what is wrong with the message itself skips it: a
+    /// write error on the link (`MOSQ_ERR_TLS` on a TLS link since libmosquitto 2.0.16, `ERRNO`, `CONN_LOST`),
+    /// a broker that offers no QoS 1, memory, or a code unknown here ends the connection instead, and the
+    /// message goes again on the next one: skipping it would lose an event placed has acknowledged.
+    enum PublishFailure: Equatable {
+        /// The message cannot be sent as it is (too large, a topic or payload libmosquitto refuses).
+        case message
+        /// The connection, or this broker, cannot take it now.
+        case connection
+
+        init(code: Int32) {
+            switch code {
+            case MOSQ_ERR_INVAL.rawValue, MOSQ_ERR_PAYLOAD_SIZE.rawValue, MOSQ_ERR_MALFORMED_UTF8.rawValue,
+                MOSQ_ERR_OVERSIZE_PACKET.rawValue, MOSQ_ERR_RETAIN_NOT_SUPPORTED.rawValue:
+                self = .message
+            default:
+                self = .connection
+            }
+        }
     }
 
     private static func from(_ context: UnsafeMutableRawPointer?) -> MQTTConnection {

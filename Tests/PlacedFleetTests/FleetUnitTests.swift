@@ -238,6 +238,25 @@ import Testing
     }
 }
 
+@Suite struct PublishFailureTests {
+    @Test func onlyWhatIsWrongWithTheMessageSkipsIt() {
+        for code in [
+            MOSQ_ERR_INVAL, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET,
+            MOSQ_ERR_RETAIN_NOT_SUPPORTED,
+        ] {
+            #expect(MQTTConnection.PublishFailure(code: code.rawValue) == .message, "\(code)")
+        }
+        // A write failing on a TLS link is MOSQ_ERR_TLS since libmosquitto 2.0.16: the link's, as ERRNO is.
+        for code in [
+            MOSQ_ERR_TLS, MOSQ_ERR_ERRNO, MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_NOMEM, MOSQ_ERR_PROTOCOL,
+            MOSQ_ERR_QOS_NOT_SUPPORTED, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_UNKNOWN,
+        ] {
+            #expect(MQTTConnection.PublishFailure(code: code.rawValue) == .connection, "\(code)")
+        }
+        #expect(MQTTConnection.PublishFailure(code: 999) == .connection, "a code this build does not know")
+    }
+}
+
 @Suite struct HostLookupTests {
     @Test func aNameIsLookedUpOffTheLoopAndAnsweredOnIt() throws {
         let loop = try EventLoop()
