@@ -152,30 +152,55 @@ public struct DeliveryWindow: Sendable, Equatable {
 
 /// Which broker of the list to try next, and after how long: a broker that fails hands over to the next
 /// one at once, and only once every broker failed in a row does the capped backoff apply.
+///
+/// A broker accepting the connection proves little: one that accepts and then drops it (a second device
+/// with the same client id, a rate limit) would be tried again at once, forever. The failures in a row and
+/// the backoff start over only when a connection proved the link works: a message acknowledged on it, or
+/// the connection up for `stablePeriod`.
 public struct BrokerRotation: Sendable, Equatable {
     public let count: Int
+    /// Microseconds a connection must stay up to count as working when nothing was acknowledged on it.
+    public let stablePeriod: UInt64
     public private(set) var index = 0
     private var failuresInRow = 0
     private var backoff: Backoff
+    /// When the current connection was accepted (nil: none is, or it proves nothing), and whether a message
+    /// was acknowledged on it.
+    private var connectedAt: UInt64?
+    private var delivered = false
 
-    public init(count: Int, backoff: Backoff = Backoff(initial: 500_000, maximum: 60_000_000)) {
+    public init(
+        count: Int, stablePeriod: UInt64 = 60_000_000, backoff: Backoff = Backoff(initial: 500_000, maximum: 60_000_000)
+    ) {
         self.count = max(1, count)
+        self.stablePeriod = stablePeriod
         self.backoff = backoff
     }
 
-    /// The broker at `index` failed (or dropped the connection): the next one to try and the delay in
-    /// microseconds before trying it.
-    public mutating func failed() -> (index: Int, delay: UInt64) {
+    /// The broker at `index` accepted the connection at `time` (microseconds, monotonic): stay with it.
+    public mutating func connected(at time: UInt64) {
+        connectedAt = time
+        delivered = false
+    }
+
+    /// A message was acknowledged on the current connection: the link works.
+    public mutating func acknowledged() {
+        if connectedAt != nil { delivered = true }
+    }
+
+    /// The broker at `index` failed (or its connection ended) at `time`: the next one to try and the delay
+    /// in microseconds before trying it.
+    public mutating func failed(at time: UInt64) -> (index: Int, delay: UInt64) {
+        if let connectedAt, delivered || time &- connectedAt >= stablePeriod {
+            failuresInRow = 0
+            backoff.reset()
+        }
+        connectedAt = nil
+        delivered = false
         failuresInRow += 1
         index = (index + 1) % count
         if failuresInRow < count { return (index, 0) }
         return (index, backoff.next())
-    }
-
-    /// The broker at `index` accepted the connection: stay with it, and start the backoff over.
-    public mutating func connected() {
-        failuresInRow = 0
-        backoff.reset()
     }
 }
 

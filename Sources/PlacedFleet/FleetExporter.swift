@@ -114,7 +114,8 @@ public final class FleetExporter {
         } catch {
             throw .configuration("cannot open the outbox: \(error)")
         }
-        rotation = BrokerRotation(count: settings.brokers.count)
+        rotation = BrokerRotation(
+            count: settings.brokers.count, stablePeriod: UInt64(settings.keepAlive) * 1_000_000)
         window = DeliveryWindow(capacity: settings.inFlight, after: outbox.acknowledged)
         cursorCommitted = outbox.acknowledged
         status = FleetStatus(device: device)
@@ -219,7 +220,7 @@ public final class FleetExporter {
         switch event {
         case .connected:
             addresses = []
-            rotation.connected()
+            rotation.connected(at: loop.now)
             lastFailure = nil
             status.lastError = nil
             Log.info("fleet: connected to \(source.broker), \(outbox.count) event(s) to send")
@@ -238,6 +239,7 @@ public final class FleetExporter {
             pump()
         case let .acknowledged(mid, reason):
             guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
+            rotation.acknowledged()
             if reason >= 0x80 { refused(sequence, reason: reason) }
             let inFlight = window.count
             defer { uncommittedAcknowledgements += inFlight - window.count }
@@ -286,7 +288,7 @@ public final class FleetExporter {
         let quiet = reason == lastFailure
         lastFailure = reason
         status.lastError = reason
-        let (_, delay) = rotation.failed()
+        let (_, delay) = rotation.failed(at: loop.now)
         let next = settings.brokers[rotation.index]
         let plan = delay == 0 ? "trying \(next) now" : "retrying \(next) in \(Self.seconds(delay)) s"
         Log.log(

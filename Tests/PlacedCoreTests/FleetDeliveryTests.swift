@@ -78,21 +78,50 @@ import Testing
 
 @Suite struct BrokerRotationTests {
     @Test func failsOverAtOnceAndBacksOffOnlyWhenEveryBrokerFailed() {
-        var rotation = BrokerRotation(count: 3, backoff: Backoff(initial: 100, maximum: 250))
+        var rotation = BrokerRotation(count: 3, stablePeriod: 1_000, backoff: Backoff(initial: 100, maximum: 250))
         #expect(rotation.index == 0)
-        #expect(rotation.failed() == (1, 0))
-        #expect(rotation.failed() == (2, 0))
-        #expect(rotation.failed() == (0, 100), "all three failed: back off")
-        #expect(rotation.failed() == (1, 200))
-        #expect(rotation.failed() == (2, 250), "capped")
-        rotation.connected()
-        #expect(rotation.failed() == (0, 0), "the one we were on failed: the next one at once")
+        #expect(rotation.failed(at: 0) == (1, 0))
+        #expect(rotation.failed(at: 0) == (2, 0))
+        #expect(rotation.failed(at: 0) == (0, 100), "all three failed: back off")
+        #expect(rotation.failed(at: 0) == (1, 200))
+        #expect(rotation.failed(at: 0) == (2, 250), "capped")
+        rotation.connected(at: 10)
+        rotation.acknowledged()
+        #expect(rotation.failed(at: 20) == (0, 0), "the one we were on worked and failed: the next one at once")
     }
 
     @Test func aSingleBrokerBacksOffEachTime() {
         var rotation = BrokerRotation(count: 1, backoff: Backoff(initial: 100, maximum: 1000))
-        #expect(rotation.failed() == (0, 100))
-        #expect(rotation.failed() == (0, 200))
+        #expect(rotation.failed(at: 0) == (0, 100))
+        #expect(rotation.failed(at: 0) == (0, 200))
+    }
+
+    /// A second device with the same client id, or a rate limit: each CONNACK is followed by a close.
+    @Test func brokersThatAcceptAndDropAreBackedOffMoreEachRound() {
+        var rotation = BrokerRotation(count: 2, stablePeriod: 5_000, backoff: Backoff(initial: 100, maximum: 10_000))
+        var now: UInt64 = 0
+        var delays: [UInt64] = []
+        for _ in 0..<8 {
+            rotation.connected(at: now)
+            now += 1_000  // up for less than the stable period, nothing acknowledged
+            let (_, delay) = rotation.failed(at: now)
+            delays.append(delay)
+            now += delay
+        }
+        #expect(delays == [0, 100, 200, 400, 800, 1_600, 3_200, 6_400])
+    }
+
+    @Test func aConnectionThatStayedUpOrDeliveredStartsTheBackoffOver() {
+        var rotation = BrokerRotation(count: 1, stablePeriod: 5_000, backoff: Backoff(initial: 100, maximum: 10_000))
+        for _ in 0..<3 { _ = rotation.failed(at: 0) }  // 100, 200, 400
+        rotation.connected(at: 0)
+        #expect(rotation.failed(at: 5_000) == (0, 100), "up for the stable period")
+        _ = rotation.failed(at: 5_000)  // 200
+        rotation.connected(at: 6_000)
+        rotation.acknowledged()
+        #expect(rotation.failed(at: 6_001) == (0, 100), "a message acknowledged")
+        rotation.acknowledged()  // no connection: proves nothing
+        #expect(rotation.failed(at: 6_002) == (0, 200))
     }
 }
 
