@@ -209,14 +209,19 @@ public struct BrokerRotation: Sendable, Equatable {
 /// sending it again on every reconnect would hold up everything behind it forever.
 ///
 /// After `suspicionThreshold` connections in a row that ended with messages in flight and nothing
-/// acknowledged, messages go one at a time (probing). A message that, alone in flight, is followed by the
-/// broker closing the connection within `quickClose` microseconds `strikes` times is skipped. A link that
-/// dies by itself is told apart by time: a partition ends a connection only at the keepalive. Probing ends
-/// with the skip, or once `probeLength` messages past its start are acknowledged.
+/// acknowledged, messages go one at a time (probing). A message is skipped only on evidence about it, not
+/// because the link keeps dropping: each connection first stays quiet for `quietPeriod` (`firstQuiet`,
+/// doubled with each strike against the suspect), then the message goes alone. A strike is a close within
+/// `quickClose` of that send; `strikes` strikes in a row skip it. Any other end (a close while quiet, a
+/// close long after the send) clears the suspect. A connection cut at a fixed age cannot strike at every
+/// one of the doubling quiet periods, and one cut at random would have to be cut in a short window after
+/// the send, past a longer quiet each time, `strikes` times in a row. Probing ends with the skip, or once
+/// `probeLength` messages past its start are acknowledged.
 public struct PoisonMessageDetector: Sendable, Equatable {
     public let suspicionThreshold: Int
     public let strikes: Int
     public let quickClose: UInt64
+    public let firstQuiet: UInt64
     public let probeLength: Int64
     private var stalledConnections = 0
     public private(set) var isProbing = false
@@ -224,20 +229,32 @@ public struct PoisonMessageDetector: Sendable, Equatable {
     private var suspect: Int64?
     private var suspectStrikes = 0
 
-    public init(suspicionThreshold: Int = 2, strikes: Int = 3, quickClose: UInt64 = 3_000_000, probeLength: Int64 = 64)
-    {
+    public init(
+        suspicionThreshold: Int = 2, strikes: Int = 4, quickClose: UInt64 = 2_000_000, firstQuiet: UInt64 = 5_000_000,
+        probeLength: Int64 = 64
+    ) {
         self.suspicionThreshold = suspicionThreshold
         self.strikes = strikes
         self.quickClose = quickClose
+        self.firstQuiet = firstQuiet
         self.probeLength = probeLength
+    }
+
+    /// While probing: microseconds a new connection stays quiet before its message goes out (nil when not
+    /// probing: send at once).
+    public var quietPeriod: UInt64? {
+        guard isProbing else { return nil }
+        return quietPeriod(before: suspect)
+    }
+
+    private func quietPeriod(before sequence: Int64?) -> UInt64 {
+        let doublings = sequence != nil && sequence == suspect ? min(suspectStrikes, 8) : 0
+        return firstQuiet << UInt64(doublings)
     }
 
     /// Everything up to `sequence` is acknowledged.
     public mutating func acknowledged(through sequence: Int64) {
-        if let suspect, suspect <= sequence {
-            self.suspect = nil
-            suspectStrikes = 0
-        }
+        if let suspect, suspect <= sequence { clearSuspect() }
         if isProbing, sequence - probeStart >= probeLength, suspect == nil {
             isProbing = false
             stalledConnections = 0
@@ -246,9 +263,10 @@ public struct PoisonMessageDetector: Sendable, Equatable {
 
     /// A connection ended. `progressed`: something was acknowledged on it. `inFlight`: the messages
     /// unacknowledged at the end, oldest first. `sinceLastSend`: microseconds from the newest send to the
-    /// end. `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
+    /// end. `upBeforeSend`: microseconds the connection had been up when the newest message was sent.
+    /// `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
     public mutating func connectionEnded(
-        progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, cursor: Int64
+        progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, upBeforeSend: UInt64, cursor: Int64
     ) -> Int64? {
         guard isProbing else {
             if progressed || inFlight.isEmpty {
@@ -262,15 +280,24 @@ public struct PoisonMessageDetector: Sendable, Equatable {
             }
             return nil
         }
-        guard inFlight.count == 1, sinceLastSend <= quickClose else { return nil }
+        guard inFlight.count == 1, sinceLastSend <= quickClose, upBeforeSend >= quietPeriod(before: inFlight[0])
+        else {
+            // Closed while quiet, long after the send, or with no message alone: nothing against a message.
+            clearSuspect()
+            return nil
+        }
         let sequence = inFlight[0]
         suspectStrikes = suspect == sequence ? suspectStrikes + 1 : 1
         suspect = sequence
         guard suspectStrikes >= strikes else { return nil }
-        suspect = nil
-        suspectStrikes = 0
+        clearSuspect()
         isProbing = false
         stalledConnections = 0
         return sequence
+    }
+
+    private mutating func clearSuspect() {
+        suspect = nil
+        suspectStrikes = 0
     }
 }

@@ -48,9 +48,12 @@ public final class FleetExporter {
     private var connection: MQTTConnection?
     private var window: DeliveryWindow
     private var poison = PoisonMessageDetector()
-    /// The cursor when the current connection was accepted, and when it last sent a message.
+    /// The cursor when the current connection was accepted, when that was, and when it last sent a message.
     private var cursorAtConnect: Int64 = 0
+    private var connectedAt: UInt64 = 0
     private var lastSendAt: UInt64 = 0
+    /// While probing for a message the broker will not take: the connection's quiet period, nothing sent.
+    private var quietTimer: EventSource?
     /// When the cursor last moved on this connection (or it was accepted).
     private var lastProgressAt: UInt64 = 0
     private var acknowledgementTimer: EventSource?
@@ -160,6 +163,7 @@ public final class FleetExporter {
         }
         connection?.close()
         connection = nil
+        quietTimer = nil
         commitCursor()
         cursorTimer = nil
         flushSource = nil
@@ -227,15 +231,23 @@ public final class FleetExporter {
             window = DeliveryWindow(
                 capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
             cursorAtConnect = window.acknowledgedThrough
+            connectedAt = loop.now
             lastProgressAt = loop.now
             if poison.isProbing, !probingAnnounced {
                 probingAnnounced = true
                 Log.warning(
                     "fleet: the last connections ended with nothing acknowledged: sending one event at a time, "
-                        + "to find one the broker will not take")
+                        + "each after a quiet while, to find one the broker will not take")
             }
             _ = try? source.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
             update(.connected, broker: source.broker.description)
+            if let quiet = poison.quietPeriod {
+                // A connection that drops by itself does so now, before any message could be blamed.
+                quietTimer = try? loop.after(quiet) { [unowned self] in
+                    quietTimer = nil
+                    pump()
+                }
+            }
             pump()
         case let .acknowledged(mid, reason):
             guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
@@ -253,14 +265,16 @@ public final class FleetExporter {
             scheduleFlush()
         case let .disconnected(reason, tls):
             connection = nil
+            quietTimer = nil
             sequences.removeAll()
             let unacknowledged = window.unacknowledged
             let progressed = window.acknowledgedThrough > cursorAtConnect
+            let upBeforeSend = lastSendAt > connectedAt ? lastSendAt - connectedAt : 0
             window.restart()
             if status.state == .connected,
                 let refused = poison.connectionEnded(
                     progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
-                    cursor: window.acknowledgedThrough)
+                    upBeforeSend: upBeforeSend, cursor: window.acknowledgedThrough)
             {
                 window.giveUp(on: refused)
                 uncommittedAcknowledgements += 1
@@ -316,7 +330,7 @@ public final class FleetExporter {
 
     /// Hands the broker what the outbox holds after the last message sent, while the window has room.
     private func pump() {
-        guard let connection, connection.isConnected else { return }
+        guard let connection, connection.isConnected, quietTimer == nil else { return }
         while window.room > 0 {
             let asked = window.room
             let entries: [Outbox.Entry]

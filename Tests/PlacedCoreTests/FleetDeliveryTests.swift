@@ -1,3 +1,4 @@
+import PlacedTestSupport
 import Testing
 
 @testable import PlacedCore
@@ -126,45 +127,109 @@ import Testing
 }
 
 @Suite struct PoisonMessageDetectorTests {
+    /// Probing from the first stalled connection on, for the tests that start there.
+    static func probing(strikes: Int = 4, probeLength: Int64 = 64) -> PoisonMessageDetector {
+        var detector = PoisonMessageDetector(
+            suspicionThreshold: 1, strikes: strikes, quickClose: 1_000, firstQuiet: 2_000, probeLength: probeLength)
+        _ = detector.connectionEnded(
+            progressed: false, inFlight: [5, 6], sinceLastSend: 10, upBeforeSend: 0, cursor: 4)
+        return detector
+    }
+
     @Test func findsTheMessageABrokerAnswersByClosing() {
-        var detector = PoisonMessageDetector(suspicionThreshold: 2, strikes: 3, quickClose: 1_000)
+        var detector = PoisonMessageDetector(suspicionThreshold: 2, strikes: 3, quickClose: 1_000, firstQuiet: 2_000)
         // Two connections close with a window in flight and nothing acknowledged: send one at a time.
-        #expect(detector.connectionEnded(progressed: false, inFlight: [5, 6, 7], sinceLastSend: 10, cursor: 4) == nil)
-        #expect(!detector.isProbing)
-        #expect(detector.connectionEnded(progressed: false, inFlight: [5, 6, 7], sinceLastSend: 10, cursor: 4) == nil)
+        let stalled = detector.connectionEnded(
+            progressed: false, inFlight: [5, 6, 7], sinceLastSend: 10, upBeforeSend: 0, cursor: 4)
+        #expect(stalled == nil && !detector.isProbing && detector.quietPeriod == nil)
+        _ = detector.connectionEnded(
+            progressed: false, inFlight: [5, 6, 7], sinceLastSend: 10, upBeforeSend: 0, cursor: 4)
         #expect(detector.isProbing)
-        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == nil)
-        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == nil)
-        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == 5)
-        #expect(!detector.isProbing)
+        // Each connection stays quiet first, longer after each strike; the broker closes right after the send.
+        var skipped: Int64?
+        var quiets: [UInt64] = []
+        while skipped == nil, quiets.count < 10 {
+            let quiet = detector.quietPeriod!
+            quiets.append(quiet)
+            skipped = detector.connectionEnded(
+                progressed: false, inFlight: [5], sinceLastSend: 10, upBeforeSend: quiet, cursor: 4)
+        }
+        #expect(skipped == 5 && quiets == [2_000, 4_000, 8_000])
+        #expect(!detector.isProbing && detector.quietPeriod == nil)
     }
 
     @Test func aLinkThatDiesSlowlyConvictsNothing() {
-        var detector = PoisonMessageDetector(suspicionThreshold: 1, strikes: 2, quickClose: 1_000)
-        _ = detector.connectionEnded(progressed: false, inFlight: [5, 6], sinceLastSend: 10, cursor: 4)
+        var detector = Self.probing(strikes: 2)
         for _ in 0..<5 {
             // The keepalive ended these: long after the send.
-            #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 60_000, cursor: 4) == nil)
+            let skipped = detector.connectionEnded(
+                progressed: false, inFlight: [5], sinceLastSend: 60_000, upBeforeSend: 2_000, cursor: 4)
+            #expect(skipped == nil)
         }
     }
 
+    /// A second device with the same client id, a rate limit, a flaky link: connections that end by
+    /// themselves, at a fixed age or at random ages, never get a message skipped.
+    @Test func aLinkThatKeepsDroppingNeverConvictsAMessage() {
+        var convictions: [String] = []
+        for age in stride(from: UInt64(0), through: 50_000, by: 100) {
+            var detector = Self.probing()
+            for _ in 0..<50 where Self.connection(of: &detector, closingAt: age) != nil {
+                convictions.append("cut at \(age) µs each time")
+            }
+        }
+        var random = SplitMix64(seed: 7)
+        for longest: UInt64 in [3_000, 5_000, 10_000, 20_000, 40_000] {
+            var detector = Self.probing()
+            for _ in 0..<2_000 {
+                let age = random.next() % longest
+                if Self.connection(of: &detector, closingAt: age) != nil {
+                    convictions.append("cut at random under \(longest) µs")
+                }
+            }
+        }
+        #expect(convictions == [])
+    }
+
+    /// One connection as the exporter makes it while probing: quiet for the detector's period, then the
+    /// next message (5) alone; the link is cut `age` after the connection was accepted. Nothing once a
+    /// message was skipped (probing is over).
+    static func connection(of detector: inout PoisonMessageDetector, closingAt age: UInt64) -> Int64? {
+        guard let quiet = detector.quietPeriod else { return nil }
+        if age < quiet {
+            return detector.connectionEnded(
+                progressed: false, inFlight: [], sinceLastSend: 0, upBeforeSend: 0, cursor: 4)
+        }
+        return detector.connectionEnded(
+            progressed: false, inFlight: [5], sinceLastSend: age - quiet, upBeforeSend: quiet, cursor: 4)
+    }
+
+    @Test func aSendTooSoonAfterTheConnectionIsNoEvidence() {
+        var detector = Self.probing(strikes: 1)
+        let skipped = detector.connectionEnded(
+            progressed: false, inFlight: [5], sinceLastSend: 10, upBeforeSend: 1_999, cursor: 4)
+        #expect(skipped == nil)
+    }
+
     @Test func anAcknowledgedSuspectIsCleared() {
-        var detector = PoisonMessageDetector(suspicionThreshold: 1, strikes: 2, quickClose: 1_000, probeLength: 3)
-        _ = detector.connectionEnded(progressed: false, inFlight: [5, 6], sinceLastSend: 10, cursor: 4)
-        #expect(detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4) == nil)
+        var detector = Self.probing(strikes: 2, probeLength: 3)
+        let first = detector.connectionEnded(
+            progressed: false, inFlight: [5], sinceLastSend: 10, upBeforeSend: 2_000, cursor: 4)
+        #expect(first == nil && detector.quietPeriod == 4_000, "strike one of 5")
         detector.acknowledged(through: 5)
-        #expect(
-            detector.connectionEnded(progressed: true, inFlight: [6], sinceLastSend: 10, cursor: 5) == nil,
-            "strike one of 6")
+        #expect(detector.quietPeriod == 2_000, "no suspect left: the first quiet period again")
+        let second = detector.connectionEnded(
+            progressed: true, inFlight: [6], sinceLastSend: 10, upBeforeSend: 2_000, cursor: 5)
+        #expect(second == nil, "strike one of 6")
         detector.acknowledged(through: 7)
         #expect(!detector.isProbing, "three past the start of probing, with no suspect left")
     }
 
     @Test func progressOrAnEmptyWindowResetsTheSuspicion() {
         var detector = PoisonMessageDetector(suspicionThreshold: 2, strikes: 3, quickClose: 1_000)
-        _ = detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, cursor: 4)
-        _ = detector.connectionEnded(progressed: true, inFlight: [9], sinceLastSend: 10, cursor: 8)
-        _ = detector.connectionEnded(progressed: false, inFlight: [9], sinceLastSend: 10, cursor: 8)
+        _ = detector.connectionEnded(progressed: false, inFlight: [5], sinceLastSend: 10, upBeforeSend: 0, cursor: 4)
+        _ = detector.connectionEnded(progressed: true, inFlight: [9], sinceLastSend: 10, upBeforeSend: 0, cursor: 8)
+        _ = detector.connectionEnded(progressed: false, inFlight: [9], sinceLastSend: 10, upBeforeSend: 0, cursor: 8)
         #expect(!detector.isProbing)
     }
 }
