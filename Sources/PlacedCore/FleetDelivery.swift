@@ -150,6 +150,28 @@ public struct DeliveryWindow: Sendable, Equatable {
     }
 }
 
+/// What a PUBACK says of the message it answers, from its MQTT 5 reason code (MQTT 3.1.1 has none: 0).
+/// Only a refusal about the message itself is for good; a refusal the broker may not repeat (quota
+/// exceeded, an unspecified or implementation-specific error, or a code unknown here) is for now: the
+/// message goes again later, since skipping it would lose an event placed acknowledged.
+public enum PublishAcknowledgement: Sendable, Equatable {
+    /// 0x00 success, 0x10 no matching subscribers: the broker has it.
+    case accepted
+    /// 0x87 not authorized, 0x90 topic name invalid, 0x95 packet too large, 0x99 payload format invalid.
+    case refusedForGood
+    /// 0x80 unspecified error, 0x83 implementation specific error, 0x91 packet identifier in use, 0x97
+    /// quota exceeded, and anything else of 0x80 or more.
+    case refusedForNow
+
+    public init(reasonCode: Int) {
+        switch reasonCode {
+        case ..<0x80: self = .accepted
+        case 0x87, 0x90, 0x95, 0x99: self = .refusedForGood
+        default: self = .refusedForNow
+        }
+    }
+}
+
 /// Which broker of the list to try next, and after how long: a broker that fails hands over to the next
 /// one at once, and only once every broker failed in a row does the capped backoff apply.
 ///
@@ -186,6 +208,13 @@ public struct BrokerRotation: Sendable, Equatable {
     /// A message was acknowledged on the current connection: the link works.
     public mutating func acknowledged() {
         if connectedAt != nil { delivered = true }
+    }
+
+    /// The broker turned a message away for now (quota exceeded, say) and the connection is given up for
+    /// it: whatever it delivered, it proves nothing, so trying again backs off.
+    public mutating func refusedForNow() {
+        connectedAt = nil
+        delivered = false
     }
 
     /// The broker at `index` failed (or its connection ended) at `time`: the next one to try and the delay

@@ -54,6 +54,8 @@ public final class FleetExporter {
     private var lastSendAt: UInt64 = 0
     /// While probing for a message the broker will not take: the connection's quiet period, nothing sent.
     private var quietTimer: EventSource?
+    /// The current connection was given up because the broker turned a message away for now.
+    private var endedForRefusal = false
     /// When the cursor last moved on this connection (or it was accepted).
     private var lastProgressAt: UInt64 = 0
     private var acknowledgementTimer: EventSource?
@@ -251,8 +253,20 @@ public final class FleetExporter {
             pump()
         case let .acknowledged(mid, reason):
             guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
+            switch PublishAcknowledgement(reasonCode: Int(reason)) {
+            case .accepted: break
+            case .refusedForGood: refused(sequence, reason: reason)
+            case .refusedForNow:
+                // Not acknowledged: the cursor stays before it, and the next connection, after the
+                // backoff, sends it again with everything after it.
+                rotation.refusedForNow()
+                endedForRefusal = true
+                source.abandon(
+                    "the broker turned event \(FleetPayload.messageID(device: device, sequence: sequence)) away "
+                        + "for now (MQTT reason 0x\(String(reason, radix: 16))); it is sent again")
+                return
+            }
             rotation.acknowledged()
-            if reason >= 0x80 { refused(sequence, reason: reason) }
             let inFlight = window.count
             defer { uncommittedAcknowledgements += inFlight - window.count }
             if let through = window.acknowledge(sequence) {
@@ -271,7 +285,10 @@ public final class FleetExporter {
             let progressed = window.acknowledgedThrough > cursorAtConnect
             let upBeforeSend = lastSendAt > connectedAt ? lastSendAt - connectedAt : 0
             window.restart()
-            if status.state == .connected,
+            // A connection placed gave up for a refusal the broker stated is no evidence of a close.
+            let closedByBroker = !endedForRefusal
+            endedForRefusal = false
+            if status.state == .connected, closedByBroker,
                 let refused = poison.connectionEnded(
                     progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
                     upBeforeSend: upBeforeSend, cursor: window.acknowledgedThrough)

@@ -77,6 +77,19 @@ import Testing
     }
 }
 
+@Suite struct PublishAcknowledgementTests {
+    @Test func onlyARefusalAboutTheMessageIsForGood() {
+        #expect(PublishAcknowledgement(reasonCode: 0x00) == .accepted)
+        #expect(PublishAcknowledgement(reasonCode: 0x10) == .accepted, "no matching subscribers")
+        for code in [0x87, 0x90, 0x95, 0x99] {
+            #expect(PublishAcknowledgement(reasonCode: code) == .refusedForGood, "0x\(String(code, radix: 16))")
+        }
+        for code in [0x80, 0x83, 0x91, 0x97, 0x9F, 0xFF] {
+            #expect(PublishAcknowledgement(reasonCode: code) == .refusedForNow, "0x\(String(code, radix: 16))")
+        }
+    }
+}
+
 @Suite struct BrokerRotationTests {
     @Test func failsOverAtOnceAndBacksOffOnlyWhenEveryBrokerFailed() {
         var rotation = BrokerRotation(count: 3, stablePeriod: 1_000, backoff: Backoff(initial: 100, maximum: 250))
