@@ -8,9 +8,9 @@ import PlacedSystem
 #endif
 
 /// One MQTT connection to one broker through libmosquitto, driven by the daemon's event loop: the
-/// library's socket is an I/O source (EPOLLOUT only while libmosquitto has output queued), and a timer at
-/// the keepalive interval runs `mosquitto_loop_misc` for pings. No libmosquitto thread, and while idle no
-/// wake-up but that timer and the broker's ping reply.
+/// library's socket is an I/O source (EPOLLOUT only while libmosquitto has output queued), and a timer runs
+/// `mosquitto_loop_misc` for pings when `KeepAliveSchedule` says it is due. No libmosquitto thread, and
+/// while idle no wake-up but that timer and the broker's ping reply, once a keepalive.
 ///
 /// A connection is used once: when it fails it reports `disconnected` and the owner makes a new one
 /// (so nothing libmosquitto kept for the old one is sent twice). libmosquitto's callbacks only record
@@ -52,6 +52,8 @@ final class MQTTConnection {
     private var io: EventSource?
     private var interest: IOEvents = []
     private var keepAliveTimer: EventSource?
+    /// From CONNACK on: when libmosquitto's keepalive check is due.
+    private var keepAlive: KeepAliveSchedule?
     private var connectTimer: EventSource?
     private var deferredDelivery: EventSource?
     /// What libmosquitto's callbacks recorded during the current library call.
@@ -200,6 +202,7 @@ final class MQTTConnection {
             }
             throw .publish(topic: topic, reason: reason)
         }
+        keepAlive?.wrote(at: EventLoop.monotonicNow)
         updateInterest()
         return mid
     }
@@ -237,12 +240,18 @@ final class MQTTConnection {
         // Until CONNACK the TLS handshake may be going on, which libmosquitto advances from its read
         // call whichever way the socket became ready.
         let readable = !revents.isDisjoint(with: [.readable, .error, .hangUp])
-        if readable || !isConnected { rc = library.loopRead(handle, 1) }
+        if readable || !isConnected {
+            rc = library.loopRead(handle, 1)
+            keepAlive?.read(at: EventLoop.monotonicNow)
+        }
         if rc == MOSQ_ERR_SUCCESS.rawValue, !isClosed, library.socket(handle) >= 0,
             revents.contains(.writable)
         {
             rc = library.loopWrite(handle, 1)
+            keepAlive?.wrote(at: EventLoop.monotonicNow)
         }
+        // After the read that brought CONNACK has returned: libmosquitto writes its queue from inside it.
+        if isConnected, keepAlive == nil { startKeepAlive() }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(reason(for: rc, errno: errno))
         } else if library.socket(handle) < 0 {
@@ -253,27 +262,39 @@ final class MQTTConnection {
         deliver()
     }
 
-    /// At the keepalive interval: libmosquitto sends PINGREQ when nothing went out for that long, and gives
-    /// up on a broker whose PINGRESP has not come by the next turn.
+    private func startKeepAlive() {
+        let interval = UInt64(options.keepAlive) * 1_000_000
+        keepAlive = KeepAliveSchedule(interval: interval, start: EventLoop.monotonicNow)
+        keepAliveTimer = try? loop.after(interval) { [unowned self] in keepAliveTick() }
+    }
+
+    /// When the check is due: libmosquitto sends PINGREQ, or gives up on a broker whose PINGRESP has not
+    /// come since the last one. Earlier (the connection wrote or read since the timer was set), the timer
+    /// waits for the new due time.
     private func keepAliveTick() {
         withExtendedLifetime(self) { ping() }
     }
 
     private func ping() {
-        guard let handle, !isClosed else { return }
+        guard let handle, !isClosed, var schedule = keepAlive else { return }
+        let now = EventLoop.monotonicNow
+        guard now >= schedule.due else {
+            try? keepAliveTimer?.schedule(after: schedule.due - now)
+            return
+        }
         let rc = library.loopMisc(handle)
+        schedule.checked(at: EventLoop.monotonicNow)
+        keepAlive = schedule
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(
                 rc == MOSQ_ERR_KEEPALIVE.rawValue
                     ? "no reply from the broker within the keepalive" : reason(for: rc, errno: errno))
         } else {
             updateInterest()
-            try? keepAliveTimer?.schedule(after: keepAliveInterval)
+            try? keepAliveTimer?.schedule(after: schedule.interval)
         }
         deliver()
     }
-
-    private var keepAliveInterval: UInt64 { UInt64(options.keepAlive) * 1_000_000 }
 
     private func wantedEvents() -> IOEvents {
         guard let handle else { return [] }
@@ -297,7 +318,6 @@ final class MQTTConnection {
         }
         isConnected = true
         connectTimer = nil
-        keepAliveTimer = try? loop.after(keepAliveInterval) { [unowned self] in keepAliveTick() }
         events.append(.connected)
     }
 

@@ -91,6 +91,39 @@ import Testing
         _ = late
     }
 
+    /// libmosquitto pings only when its keepalive check runs: a check at a fixed period let a message sent
+    /// just after one check (here 6.3 s after CONNACK, the checks at 5 and 10 s) push the ping to the check
+    /// at 15 s: 9 s of silence, past the 1.5 keepalives (7.5 s) after which a broker drops the device and
+    /// publishes `offline`. (mosquitto 2.0.11 looks only every 6 s, so it let this one pass; with the
+    /// default keepalive of 60 s the silence reaches 2 minutes.) The broker's log, in whole seconds, shows
+    /// what it heard and when.
+    @Test func anIdleDeviceIsHeardFromWithinAKeepaliveAfterAMessage() throws {
+        let broker = try MosquittoBroker()
+        let device = "idle"
+        let watcher = try Subscriber(broker: broker, topic: "placed/\(device)/status", clientID: "watcher")
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: broker.url)
+            try settings.set("DeviceId", to: device)
+            try settings.set("KeepAlive", to: "5")
+        }
+        #expect(publisher.loop.pump(seconds: 10) { publisher.exporter.status.state == .connected })
+        publisher.loop.pump(for: 6.3)
+        try publisher.select()
+        #expect(publisher.loop.pump(seconds: 5) { publisher.isDrained && publisher.exporter.status.acknowledged == 2 })
+        publisher.loop.pump(for: 10)  // idle, two keepalives after the message
+        let log = try String(contentsOfFile: broker.log, encoding: .utf8)
+        // "T: New client connected from ... as placed-idle (...)", "T: Received PINGREQ from placed-idle", ...
+        let heard = log.split(separator: "\n")
+            .filter { $0.contains(" from placed-\(device)") || $0.contains(" as placed-\(device) ") }
+            .compactMap { Int($0.prefix { $0 != ":" }) }
+        let gaps = zip(heard, heard.dropFirst()).map { $1 - $0 }
+        #expect(heard.count >= 6, "CONNECT, status, marker, state and pings: \(tail(of: broker.log))")
+        #expect(gaps.allSatisfy { $0 <= 6 }, "seconds between packets \(gaps): a keepalive of 5 s, whole seconds")
+        #expect(!log.contains("exceeded timeout"), "the broker dropped the device: \(tail(of: broker.log))")
+        #expect(!watcher.messages.contains { $0.payload == "offline" }, "the will was published")
+        #expect(publisher.exporter.status.state == .connected)
+    }
+
     @Test func mqtt5ConnectsWithAPersistentSession() throws {
         let broker = try MosquittoBroker()
         let device = "five"
