@@ -38,10 +38,32 @@ import Testing
         #expect(throws: HTTPFailure.forbiddenHost) { try loopback.checkHost(nil) }
     }
 
-    @Test func wildcardTakesAnyHost() throws {
-        let any = RequestPolicy(address: ListenAddress(host: "0.0.0.0", port: 8080, family: .ipv4))
-        try any.checkHost("kiosk.local:8080")
-        try any.checkHost(nil)
+    /// Listening on every address, the Host is still checked: an address, localhost or the machine's own
+    /// name, never a name whose DNS someone else answers (rebinding it to this machine).
+    @Test func wildcardTakesAddressesAndTheMachinesNamesOnly() throws {
+        for listen in [
+            ListenAddress(host: "0.0.0.0", port: 8080, family: .ipv4),
+            ListenAddress(host: "::", port: 8080, family: .ipv6),
+        ] {
+            let any = RequestPolicy(address: listen, machineName: "Kiosk-7")
+            for host in [
+                "192.0.2.7:8080", "127.0.0.1:8080", "[fd00::7]:8080", "[::1]:8080", "[::ffff:192.0.2.7]:8080",
+                "localhost:8080", "kiosk-7:8080", "KIOSK-7:8080",
+            ] {
+                try any.checkHost(host)
+            }
+            for host in [
+                "evil.example:8080", "kiosk-7.evil.example:8080", "192.0.2.7:8081", "192.0.2.7", "192.0.2.7:",
+                "192.0.2.7:+8080", "[fd00::7]", "[fd00::7]8080", "[evil.example]:8080", "fd00::7:8080", "1.2.3:8080",
+                "localhost", "", "0x7f.1:8080",
+            ] {
+                #expect(throws: HTTPFailure.forbiddenHost, "\(host)") { try any.checkHost(host) }
+            }
+            #expect(throws: HTTPFailure.forbiddenHost) { try any.checkHost(nil) }
+        }
+        let onPort80 = RequestPolicy(address: ListenAddress(host: "0.0.0.0", port: 80, family: .ipv4), machineName: nil)
+        for host in ["192.0.2.7", "192.0.2.7:80", "[fd00::7]", "localhost"] { try onPort80.checkHost(host) }
+        #expect(throws: HTTPFailure.forbiddenHost) { try onPort80.checkHost("kiosk-7") }
     }
 
     @Test func originMustBeThePagesOwn() throws {
