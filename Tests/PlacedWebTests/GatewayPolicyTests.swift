@@ -212,3 +212,23 @@ import Testing
         #expect(Gateway.failure(.replied(name: "io.placed.Places.InvalidRadius", parameters: [:])).status == 400)
     }
 }
+
+@Suite struct EventStreamTests {
+    /// A page that always leaves a few bytes unread: the stream holds about what is unsent, not every
+    /// byte ever sent, and the page gets every byte in order.
+    @Test func aPageThatNeverCatchesUpHoldsOnlyWhatIsUnsent() {
+        let stream = EventStream(maximumBacklog: 10_000)
+        var received: [UInt8] = []
+        var chunk = [CChar](repeating: 0, count: 90)
+        for round in 0..<500 {
+            stream.send((0..<100).map { UInt8(truncatingIfNeeded: round &+ $0) })
+            let count = stream.read(into: &chunk, maximum: chunk.count)
+            received += chunk[..<count].map { UInt8(bitPattern: $0) }
+        }
+        let unsent = 500 * 100 - received.count
+        #expect(unsent == 5_000 && !stream.isClosed)
+        #expect(stream.bufferedByteCount <= 2 * unsent + 100, "\(stream.bufferedByteCount) bytes held")
+        let expected = (0..<500).flatMap { round in (0..<100).map { UInt8(truncatingIfNeeded: round &+ $0) } }
+        #expect(received == Array(expected.prefix(received.count)))
+    }
+}
