@@ -294,6 +294,21 @@ import Testing
         #expect(!heard)
     }
 
+    /// A loop that can watch nothing more (it finished): a named error, and the read end closed once, by
+    /// the lookup's own cancel (the thread closes the write end once it has answered).
+    @Test func aLoopThatCannotWatchTheAnswerIsANamedError() throws {
+        let loop = try EventLoop()
+        loop.exit(0)
+        _ = try loop.runOnce(timeout: 0)
+        var heard = false
+        #expect {
+            _ = try HostLookup(loop: loop, host: "localhost", port: 1883) { _ in heard = true }
+        } throws: { error in
+            "\(error)".contains("cannot look localhost up: sd_event_add_io")
+        }
+        #expect(!heard)
+    }
+
     @Test func addressesNeedNoLookup() {
         #expect(HostLookup.isNumeric("127.0.0.1") && HostLookup.isNumeric("2001:db8::10"))
         #expect(!HostLookup.isNumeric("broker.example") && !HostLookup.isNumeric("localhost"))
