@@ -210,9 +210,11 @@ public struct BrokerRotation: Sendable, Equatable {
         if connectedAt != nil { delivered = true }
     }
 
-    /// The broker turned a message away for now (quota exceeded, say) and the connection is given up for
-    /// it: whatever it delivered, it proves nothing, so trying again backs off.
-    public mutating func refusedForNow() {
+    /// The broker turned a message away for now (quota exceeded, say) at `time` and the connection is given
+    /// up for it: what the connection proved before counts, what it delivered after does not, so refusals
+    /// in a row back off further each time.
+    public mutating func refusedForNow(at time: UInt64) {
+        if provedItself(at: time) { startOver() }
         connectedAt = nil
         delivered = false
     }
@@ -220,16 +222,23 @@ public struct BrokerRotation: Sendable, Equatable {
     /// The broker at `index` failed (or its connection ended) at `time`: the next one to try and the delay
     /// in microseconds before trying it.
     public mutating func failed(at time: UInt64) -> (index: Int, delay: UInt64) {
-        if let connectedAt, delivered || time &- connectedAt >= stablePeriod {
-            failuresInRow = 0
-            backoff.reset()
-        }
+        if provedItself(at: time) { startOver() }
         connectedAt = nil
         delivered = false
         failuresInRow += 1
         index = (index + 1) % count
         if failuresInRow < count { return (index, 0) }
         return (index, backoff.next())
+    }
+
+    private func provedItself(at time: UInt64) -> Bool {
+        guard let connectedAt else { return false }
+        return delivered || time &- connectedAt >= stablePeriod
+    }
+
+    private mutating func startOver() {
+        failuresInRow = 0
+        backoff.reset()
     }
 }
 

@@ -227,6 +227,7 @@ public final class FleetExporter {
         case .connected:
             addresses = []
             rotation.connected(at: loop.now)
+            endedForRefusal = false
             lastFailure = nil
             status.lastError = nil
             Log.info("fleet: connected to \(source.broker), \(outbox.count) event(s) to send")
@@ -259,7 +260,7 @@ public final class FleetExporter {
             case .refusedForNow:
                 // Not acknowledged: the cursor stays before it, and the next connection, after the
                 // backoff, sends it again with everything after it.
-                rotation.refusedForNow()
+                rotation.refusedForNow(at: loop.now)
                 endedForRefusal = true
                 source.abandon(
                     "the broker turned event \(FleetPayload.messageID(device: device, sequence: sequence)) away "

@@ -137,6 +137,24 @@ import Testing
         rotation.acknowledged()  // no connection: proves nothing
         #expect(rotation.failed(at: 6_002) == (0, 200))
     }
+
+    /// Quota exceeded: the connection is given up for a message the broker will take later.
+    @Test func refusalsForNowBackOffFurtherEachTime() {
+        var rotation = BrokerRotation(count: 1, stablePeriod: 5_000, backoff: Backoff(initial: 100, maximum: 10_000))
+        for _ in 0..<4 { _ = rotation.failed(at: 0) }  // an outage: 100, 200, 400, 800
+        rotation.connected(at: 0)
+        rotation.acknowledged()  // hours of delivery
+        rotation.refusedForNow(at: 9_000)
+        rotation.acknowledged()  // what was in flight after the refused one
+        var delays = [rotation.failed(at: 9_000).delay]
+        for time: UInt64 in [10_000, 20_000, 30_000] {
+            rotation.connected(at: time)
+            rotation.refusedForNow(at: time + 10)  // the same message, refused first again
+            rotation.acknowledged()
+            delays.append(rotation.failed(at: time + 10).delay)
+        }
+        #expect(delays == [100, 200, 400, 800], "from the start after a good connection, then doubling")
+    }
 }
 
 @Suite struct PoisonMessageDetectorTests {
