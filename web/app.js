@@ -158,10 +158,11 @@
     empty.hidden = places.length > 0 || !state.location;
 
     placeDots.clearLayers();
+    // Leaflet sets a string tooltip as HTML: a name from the map data goes in as a text node.
     for (const place of places) {
       L.circleMarker([place.latitude, place.longitude], {
         radius: 7, color: "#1f6feb", weight: 2, fillColor: "#fff", fillOpacity: 1, className: "likely-place",
-      }).bindTooltip(place.name).addTo(placeDots);
+      }).bindTooltip(element("span", "tooltip-name", place.name)).addTo(placeDots);
     }
   }
 

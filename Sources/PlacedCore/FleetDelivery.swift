@@ -150,30 +150,93 @@ public struct DeliveryWindow: Sendable, Equatable {
     }
 }
 
+/// What a PUBACK says of the message it answers, from its MQTT 5 reason code (MQTT 3.1.1 has none: 0).
+/// Only a refusal about the message itself is for good; a refusal the broker may not repeat (quota
+/// exceeded, an unspecified or implementation-specific error, or a code unknown here) is for now: the
+/// message goes again later, since skipping it would lose an event placed acknowledged.
+public enum PublishAcknowledgement: Sendable, Equatable {
+    /// 0x00 success, 0x10 no matching subscribers: the broker has it.
+    case accepted
+    /// 0x87 not authorized, 0x90 topic name invalid, 0x95 packet too large, 0x99 payload format invalid.
+    case refusedForGood
+    /// 0x80 unspecified error, 0x83 implementation specific error, 0x91 packet identifier in use, 0x97
+    /// quota exceeded, and anything else of 0x80 or more.
+    case refusedForNow
+
+    public init(reasonCode: Int) {
+        switch reasonCode {
+        case ..<0x80: self = .accepted
+        case 0x87, 0x90, 0x95, 0x99: self = .refusedForGood
+        default: self = .refusedForNow
+        }
+    }
+}
+
 /// Which broker of the list to try next, and after how long: a broker that fails hands over to the next
 /// one at once, and only once every broker failed in a row does the capped backoff apply.
+///
+/// A broker accepting the connection proves little: one that accepts and then drops it (a second device
+/// with the same client id, a rate limit) would be tried again at once, forever. The failures in a row and
+/// the backoff start over only when a connection proved the link works: a message acknowledged on it, or
+/// the connection up for `stablePeriod`.
 public struct BrokerRotation: Sendable, Equatable {
     public let count: Int
+    /// Microseconds a connection must stay up to count as working when nothing was acknowledged on it.
+    public let stablePeriod: UInt64
     public private(set) var index = 0
     private var failuresInRow = 0
     private var backoff: Backoff
+    /// When the current connection was accepted (nil: none is, or it proves nothing), and whether a message
+    /// was acknowledged on it.
+    private var connectedAt: UInt64?
+    private var delivered = false
 
-    public init(count: Int, backoff: Backoff = Backoff(initial: 500_000, maximum: 60_000_000)) {
+    public init(
+        count: Int, stablePeriod: UInt64 = 60_000_000, backoff: Backoff = Backoff(initial: 500_000, maximum: 60_000_000)
+    ) {
         self.count = max(1, count)
+        self.stablePeriod = stablePeriod
         self.backoff = backoff
     }
 
-    /// The broker at `index` failed (or dropped the connection): the next one to try and the delay in
-    /// microseconds before trying it.
-    public mutating func failed() -> (index: Int, delay: UInt64) {
+    /// The broker at `index` accepted the connection at `time` (microseconds, monotonic): stay with it.
+    public mutating func connected(at time: UInt64) {
+        connectedAt = time
+        delivered = false
+    }
+
+    /// A message was acknowledged on the current connection: the link works.
+    public mutating func acknowledged() {
+        if connectedAt != nil { delivered = true }
+    }
+
+    /// The broker turned a message away for now (quota exceeded, say) at `time` and the connection is given
+    /// up for it: what the connection proved before counts, what it delivered after does not, so refusals
+    /// in a row back off further each time.
+    public mutating func refusedForNow(at time: UInt64) {
+        if provedItself(at: time) { startOver() }
+        connectedAt = nil
+        delivered = false
+    }
+
+    /// The broker at `index` failed (or its connection ended) at `time`: the next one to try and the delay
+    /// in microseconds before trying it.
+    public mutating func failed(at time: UInt64) -> (index: Int, delay: UInt64) {
+        if provedItself(at: time) { startOver() }
+        connectedAt = nil
+        delivered = false
         failuresInRow += 1
         index = (index + 1) % count
         if failuresInRow < count { return (index, 0) }
         return (index, backoff.next())
     }
 
-    /// The broker at `index` accepted the connection: stay with it, and start the backoff over.
-    public mutating func connected() {
+    private func provedItself(at time: UInt64) -> Bool {
+        guard let connectedAt else { return false }
+        return delivered || time &- connectedAt >= stablePeriod
+    }
+
+    private mutating func startOver() {
         failuresInRow = 0
         backoff.reset()
     }
@@ -184,14 +247,19 @@ public struct BrokerRotation: Sendable, Equatable {
 /// sending it again on every reconnect would hold up everything behind it forever.
 ///
 /// After `suspicionThreshold` connections in a row that ended with messages in flight and nothing
-/// acknowledged, messages go one at a time (probing). A message that, alone in flight, is followed by the
-/// broker closing the connection within `quickClose` microseconds `strikes` times is skipped. A link that
-/// dies by itself is told apart by time: a partition ends a connection only at the keepalive. Probing ends
-/// with the skip, or once `probeLength` messages past its start are acknowledged.
+/// acknowledged, messages go one at a time (probing). A message is skipped only on evidence about it, not
+/// because the link keeps dropping: each connection first stays quiet for `quietPeriod` (`firstQuiet`,
+/// doubled with each strike against the suspect), then the message goes alone. A strike is a close within
+/// `quickClose` of that send; `strikes` strikes in a row skip it. Any other end (a close while quiet, a
+/// close long after the send) clears the suspect. A connection cut at a fixed age cannot strike at every
+/// one of the doubling quiet periods, and one cut at random would have to be cut in a short window after
+/// the send, past a longer quiet each time, `strikes` times in a row. Probing ends with the skip, or once
+/// `probeLength` messages past its start are acknowledged.
 public struct PoisonMessageDetector: Sendable, Equatable {
     public let suspicionThreshold: Int
     public let strikes: Int
     public let quickClose: UInt64
+    public let firstQuiet: UInt64
     public let probeLength: Int64
     private var stalledConnections = 0
     public private(set) var isProbing = false
@@ -199,20 +267,32 @@ public struct PoisonMessageDetector: Sendable, Equatable {
     private var suspect: Int64?
     private var suspectStrikes = 0
 
-    public init(suspicionThreshold: Int = 2, strikes: Int = 3, quickClose: UInt64 = 3_000_000, probeLength: Int64 = 64)
-    {
+    public init(
+        suspicionThreshold: Int = 2, strikes: Int = 4, quickClose: UInt64 = 2_000_000, firstQuiet: UInt64 = 5_000_000,
+        probeLength: Int64 = 64
+    ) {
         self.suspicionThreshold = suspicionThreshold
         self.strikes = strikes
         self.quickClose = quickClose
+        self.firstQuiet = firstQuiet
         self.probeLength = probeLength
+    }
+
+    /// While probing: microseconds a new connection stays quiet before its message goes out (nil when not
+    /// probing: send at once).
+    public var quietPeriod: UInt64? {
+        guard isProbing else { return nil }
+        return quietPeriod(before: suspect)
+    }
+
+    private func quietPeriod(before sequence: Int64?) -> UInt64 {
+        let doublings = sequence != nil && sequence == suspect ? min(suspectStrikes, 8) : 0
+        return firstQuiet << UInt64(doublings)
     }
 
     /// Everything up to `sequence` is acknowledged.
     public mutating func acknowledged(through sequence: Int64) {
-        if let suspect, suspect <= sequence {
-            self.suspect = nil
-            suspectStrikes = 0
-        }
+        if let suspect, suspect <= sequence { clearSuspect() }
         if isProbing, sequence - probeStart >= probeLength, suspect == nil {
             isProbing = false
             stalledConnections = 0
@@ -221,9 +301,10 @@ public struct PoisonMessageDetector: Sendable, Equatable {
 
     /// A connection ended. `progressed`: something was acknowledged on it. `inFlight`: the messages
     /// unacknowledged at the end, oldest first. `sinceLastSend`: microseconds from the newest send to the
-    /// end. `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
+    /// end. `upBeforeSend`: microseconds the connection had been up when the newest message was sent.
+    /// `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
     public mutating func connectionEnded(
-        progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, cursor: Int64
+        progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, upBeforeSend: UInt64, cursor: Int64
     ) -> Int64? {
         guard isProbing else {
             if progressed || inFlight.isEmpty {
@@ -237,15 +318,24 @@ public struct PoisonMessageDetector: Sendable, Equatable {
             }
             return nil
         }
-        guard inFlight.count == 1, sinceLastSend <= quickClose else { return nil }
+        guard inFlight.count == 1, sinceLastSend <= quickClose, upBeforeSend >= quietPeriod(before: inFlight[0])
+        else {
+            // Closed while quiet, long after the send, or with no message alone: nothing against a message.
+            clearSuspect()
+            return nil
+        }
         let sequence = inFlight[0]
         suspectStrikes = suspect == sequence ? suspectStrikes + 1 : 1
         suspect = sequence
         guard suspectStrikes >= strikes else { return nil }
-        suspect = nil
-        suspectStrikes = 0
+        clearSuspect()
         isProbing = false
         stalledConnections = 0
         return sequence
+    }
+
+    private mutating func clearSuspect() {
+        suspect = nil
+        suspectStrikes = 0
     }
 }

@@ -48,9 +48,14 @@ public final class FleetExporter {
     private var connection: MQTTConnection?
     private var window: DeliveryWindow
     private var poison = PoisonMessageDetector()
-    /// The cursor when the current connection was accepted, and when it last sent a message.
+    /// The cursor when the current connection was accepted, when that was, and when it last sent a message.
     private var cursorAtConnect: Int64 = 0
+    private var connectedAt: UInt64 = 0
     private var lastSendAt: UInt64 = 0
+    /// While probing for a message the broker will not take: the connection's quiet period, nothing sent.
+    private var quietTimer: EventSource?
+    /// The current connection was given up because the broker turned a message away for now.
+    private var endedForRefusal = false
     /// When the cursor last moved on this connection (or it was accepted).
     private var lastProgressAt: UInt64 = 0
     private var acknowledgementTimer: EventSource?
@@ -114,7 +119,8 @@ public final class FleetExporter {
         } catch {
             throw .configuration("cannot open the outbox: \(error)")
         }
-        rotation = BrokerRotation(count: settings.brokers.count)
+        rotation = BrokerRotation(
+            count: settings.brokers.count, stablePeriod: UInt64(settings.keepAlive) * 1_000_000)
         window = DeliveryWindow(capacity: settings.inFlight, after: outbox.acknowledged)
         cursorCommitted = outbox.acknowledged
         status = FleetStatus(device: device)
@@ -159,6 +165,7 @@ public final class FleetExporter {
         }
         connection?.close()
         connection = nil
+        quietTimer = nil
         commitCursor()
         cursorTimer = nil
         flushSource = nil
@@ -219,26 +226,48 @@ public final class FleetExporter {
         switch event {
         case .connected:
             addresses = []
-            rotation.connected()
+            rotation.connected(at: loop.now)
+            endedForRefusal = false
             lastFailure = nil
             status.lastError = nil
             Log.info("fleet: connected to \(source.broker), \(outbox.count) event(s) to send")
             window = DeliveryWindow(
                 capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
             cursorAtConnect = window.acknowledgedThrough
+            connectedAt = loop.now
             lastProgressAt = loop.now
             if poison.isProbing, !probingAnnounced {
                 probingAnnounced = true
                 Log.warning(
                     "fleet: the last connections ended with nothing acknowledged: sending one event at a time, "
-                        + "to find one the broker will not take")
+                        + "each after a quiet while, to find one the broker will not take")
             }
             _ = try? source.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
             update(.connected, broker: source.broker.description)
+            if let quiet = poison.quietPeriod {
+                // A connection that drops by itself does so now, before any message could be blamed.
+                quietTimer = try? loop.after(quiet) { [unowned self] in
+                    quietTimer = nil
+                    pump()
+                }
+            }
             pump()
         case let .acknowledged(mid, reason):
             guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
-            if reason >= 0x80 { refused(sequence, reason: reason) }
+            switch PublishAcknowledgement(reasonCode: Int(reason)) {
+            case .accepted: break
+            case .refusedForGood: refused(sequence, reason: reason)
+            case .refusedForNow:
+                // Not acknowledged: the cursor stays before it, and the next connection, after the
+                // backoff, sends it again with everything after it.
+                rotation.refusedForNow(at: loop.now)
+                endedForRefusal = true
+                source.abandon(
+                    "the broker turned event \(FleetPayload.messageID(device: device, sequence: sequence)) away "
+                        + "for now (MQTT reason 0x\(String(reason, radix: 16))); it is sent again")
+                return
+            }
+            rotation.acknowledged()
             let inFlight = window.count
             defer { uncommittedAcknowledgements += inFlight - window.count }
             if let through = window.acknowledge(sequence) {
@@ -251,14 +280,19 @@ public final class FleetExporter {
             scheduleFlush()
         case let .disconnected(reason, tls):
             connection = nil
+            quietTimer = nil
             sequences.removeAll()
             let unacknowledged = window.unacknowledged
             let progressed = window.acknowledgedThrough > cursorAtConnect
+            let upBeforeSend = lastSendAt > connectedAt ? lastSendAt - connectedAt : 0
             window.restart()
-            if status.state == .connected,
+            // A connection placed gave up for a refusal the broker stated is no evidence of a close.
+            let closedByBroker = !endedForRefusal
+            endedForRefusal = false
+            if status.state == .connected, closedByBroker,
                 let refused = poison.connectionEnded(
                     progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
-                    cursor: window.acknowledgedThrough)
+                    upBeforeSend: upBeforeSend, cursor: window.acknowledgedThrough)
             {
                 window.giveUp(on: refused)
                 uncommittedAcknowledgements += 1
@@ -286,7 +320,7 @@ public final class FleetExporter {
         let quiet = reason == lastFailure
         lastFailure = reason
         status.lastError = reason
-        let (_, delay) = rotation.failed()
+        let (_, delay) = rotation.failed(at: loop.now)
         let next = settings.brokers[rotation.index]
         let plan = delay == 0 ? "trying \(next) now" : "retrying \(next) in \(Self.seconds(delay)) s"
         Log.log(
@@ -314,7 +348,7 @@ public final class FleetExporter {
 
     /// Hands the broker what the outbox holds after the last message sent, while the window has room.
     private func pump() {
-        guard let connection, connection.isConnected else { return }
+        guard let connection, connection.isConnected, quietTimer == nil else { return }
         while window.room > 0 {
             let asked = window.room
             let entries: [Outbox.Entry]

@@ -22,26 +22,29 @@ final class HostLookup {
     private let onDone: (Outcome) -> Void
 
     /// Starts looking `host` up; `onDone` hears the outcome on the loop, once, unless cancelled first.
+    ///
+    /// Each end of the socket pair is closed once, by one owner: the write end by the thread when it is
+    /// done (or here, when no thread started: before this object is whole, so no deinit runs), the read end
+    /// by `cancel` (at the latest from deinit, which also runs when the loop cannot watch it).
     init(loop: EventLoop, host: String, port: Int, onDone: @escaping (Outcome) -> Void) throws(FleetError) {
         var ends: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
             throw .client("cannot look \(host) up: socketpair: \(String(cString: strerror(errno)))")
         }
+        let job = Job(host: host, port: String(port), writeEnd: ends[1])
+        // The answer waits in the socket until the loop watches it.
+        guard job.start() else {
+            close(ends[0])
+            close(ends[1])
+            throw .client("cannot look \(host) up: the system gives no thread to run the lookup on")
+        }
         readEnd = ends[0]
-        job = Job(host: host, port: String(port), writeEnd: ends[1])
+        self.job = job
         self.onDone = onDone
         do {
             io = try loop.onIO(fd: readEnd, events: .readable) { [unowned self] _ in finish() }
         } catch {
-            close(ends[0])
-            close(ends[1])
             throw .client("cannot look \(host) up: \(error)")
-        }
-        guard job.start() else {
-            io = nil
-            close(ends[0])
-            close(ends[1])
-            throw .client("cannot look \(host) up: the system gives no thread to run the lookup on")
         }
     }
 

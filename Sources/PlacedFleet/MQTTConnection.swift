@@ -8,9 +8,9 @@ import PlacedSystem
 #endif
 
 /// One MQTT connection to one broker through libmosquitto, driven by the daemon's event loop: the
-/// library's socket is an I/O source (EPOLLOUT only while libmosquitto has output queued), and a timer at
-/// the keepalive interval runs `mosquitto_loop_misc` for pings. No libmosquitto thread, and while idle no
-/// wake-up but that timer and the broker's ping reply.
+/// library's socket is an I/O source (EPOLLOUT only while libmosquitto has output queued), and a timer runs
+/// `mosquitto_loop_misc` for pings when `KeepAliveSchedule` says it is due. No libmosquitto thread, and
+/// while idle no wake-up but that timer and the broker's ping reply, once a keepalive.
 ///
 /// A connection is used once: when it fails it reports `disconnected` and the owner makes a new one
 /// (so nothing libmosquitto kept for the old one is sent twice). libmosquitto's callbacks only record
@@ -52,6 +52,8 @@ final class MQTTConnection {
     private var io: EventSource?
     private var interest: IOEvents = []
     private var keepAliveTimer: EventSource?
+    /// From CONNACK on: when libmosquitto's keepalive check is due.
+    private var keepAlive: KeepAliveSchedule?
     private var connectTimer: EventSource?
     private var deferredDelivery: EventSource?
     /// What libmosquitto's callbacks recorded during the current library call.
@@ -193,14 +195,14 @@ final class MQTTConnection {
         }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let reason = reason(for: rc, errno: errno)
-            // A write error inside publish means the link is gone; anything else is this message's.
-            if rc == MOSQ_ERR_ERRNO.rawValue || rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
+            guard PublishFailure(code: rc) == .message else {
                 fail(reason)
                 deliverSoon()
                 throw .notConnected
             }
             throw .publish(topic: topic, reason: reason)
         }
+        keepAlive?.wrote(at: EventLoop.monotonicNow)
         updateInterest()
         return mid
     }
@@ -238,12 +240,18 @@ final class MQTTConnection {
         // Until CONNACK the TLS handshake may be going on, which libmosquitto advances from its read
         // call whichever way the socket became ready.
         let readable = !revents.isDisjoint(with: [.readable, .error, .hangUp])
-        if readable || !isConnected { rc = library.loopRead(handle, 1) }
+        if readable || !isConnected {
+            rc = library.loopRead(handle, 1)
+            keepAlive?.read(at: EventLoop.monotonicNow)
+        }
         if rc == MOSQ_ERR_SUCCESS.rawValue, !isClosed, library.socket(handle) >= 0,
             revents.contains(.writable)
         {
             rc = library.loopWrite(handle, 1)
+            keepAlive?.wrote(at: EventLoop.monotonicNow)
         }
+        // After the read that brought CONNACK has returned: libmosquitto writes its queue from inside it.
+        if isConnected, keepAlive == nil { startKeepAlive() }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(reason(for: rc, errno: errno))
         } else if library.socket(handle) < 0 {
@@ -254,27 +262,39 @@ final class MQTTConnection {
         deliver()
     }
 
-    /// At the keepalive interval: libmosquitto sends PINGREQ when nothing went out for that long, and gives
-    /// up on a broker whose PINGRESP has not come by the next turn.
+    private func startKeepAlive() {
+        let interval = UInt64(options.keepAlive) * 1_000_000
+        keepAlive = KeepAliveSchedule(interval: interval, start: EventLoop.monotonicNow)
+        keepAliveTimer = try? loop.after(interval) { [unowned self] in keepAliveTick() }
+    }
+
+    /// When the check is due: libmosquitto sends PINGREQ, or gives up on a broker whose PINGRESP has not
+    /// come since the last one. Earlier (the connection wrote or read since the timer was set), the timer
+    /// waits for the new due time.
     private func keepAliveTick() {
         withExtendedLifetime(self) { ping() }
     }
 
     private func ping() {
-        guard let handle, !isClosed else { return }
+        guard let handle, !isClosed, var schedule = keepAlive else { return }
+        let now = EventLoop.monotonicNow
+        guard now >= schedule.due else {
+            try? keepAliveTimer?.schedule(after: schedule.due - now)
+            return
+        }
         let rc = library.loopMisc(handle)
+        schedule.checked(at: EventLoop.monotonicNow)
+        keepAlive = schedule
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(
                 rc == MOSQ_ERR_KEEPALIVE.rawValue
                     ? "no reply from the broker within the keepalive" : reason(for: rc, errno: errno))
         } else {
             updateInterest()
-            try? keepAliveTimer?.schedule(after: keepAliveInterval)
+            try? keepAliveTimer?.schedule(after: schedule.interval)
         }
         deliver()
     }
-
-    private var keepAliveInterval: UInt64 { UInt64(options.keepAlive) * 1_000_000 }
 
     private func wantedEvents() -> IOEvents {
         guard let handle else { return [] }
@@ -298,7 +318,6 @@ final class MQTTConnection {
         }
         isConnected = true
         connectTimer = nil
-        keepAliveTimer = try? loop.after(keepAliveInterval) { [unowned self] in keepAliveTick() }
         events.append(.connected)
     }
 
@@ -366,6 +385,27 @@ final class MQTTConnection {
             if let detail = lastLibraryError { text += " (\(detail))" }
         }
         return text
+    }
+
+    /// Whose fault a failed `mosquitto_publish` is. Only what is wrong with the message itself skips it: a
+    /// write error on the link (`MOSQ_ERR_TLS` on a TLS link since libmosquitto 2.0.16, `ERRNO`, `CONN_LOST`),
+    /// a broker that offers no QoS 1, memory, or a code unknown here ends the connection instead, and the
+    /// message goes again on the next one: skipping it would lose an event placed has acknowledged.
+    enum PublishFailure: Equatable {
+        /// The message cannot be sent as it is (too large, a topic or payload libmosquitto refuses).
+        case message
+        /// The connection, or this broker, cannot take it now.
+        case connection
+
+        init(code: Int32) {
+            switch code {
+            case MOSQ_ERR_INVAL.rawValue, MOSQ_ERR_PAYLOAD_SIZE.rawValue, MOSQ_ERR_MALFORMED_UTF8.rawValue,
+                MOSQ_ERR_OVERSIZE_PACKET.rawValue, MOSQ_ERR_RETAIN_NOT_SUPPORTED.rawValue:
+                self = .message
+            default:
+                self = .connection
+            }
+        }
     }
 
     private static func from(_ context: UnsafeMutableRawPointer?) -> MQTTConnection {

@@ -33,7 +33,7 @@ public final class Gateway {
     public init(options: WebOptions, loop: EventLoop, listeningSocket: Int32, address: ListenAddress) throws {
         self.options = options
         self.loop = loop
-        policy = RequestPolicy(address: address)
+        policy = RequestPolicy(address: address, machineName: Self.machineName())
         let web = options.webDirectory
         let leaflet = options.leafletDirectory
         var files: [String: (path: String, type: String)] = [
@@ -62,6 +62,13 @@ public final class Gateway {
         keepAlive = try loop.after(.max / 2) { [unowned self] in self.sendKeepAlive() }
         try keepAlive!.setEnabled(false)
         upstream.start()
+    }
+
+    /// The machine's host name, which a browser on the network may name it by.
+    static func machineName() -> String? {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0, name[0] != 0 else { return nil }
+        return name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     public func stop() {

@@ -78,6 +78,7 @@ public final class HTTPResponder {
 /// A text/event-stream response: bytes sent as the page takes them. While nothing is queued the
 /// connection is suspended (libmicrohttpd leaves it alone); `send` resumes it.
 public final class EventStream {
+    /// Bytes queued for the page; the first `sent` of them have gone out.
     private var buffer: [UInt8] = []
     private var sent = 0
     fileprivate var connection: OpaquePointer?
@@ -128,8 +129,11 @@ public final class EventStream {
         wake()
     }
 
+    /// What the stream holds in memory, sent or not (for tests).
+    var bufferedByteCount: Int { buffer.count }
+
     /// libmicrohttpd asks for the next bytes.
-    fileprivate func read(into destination: UnsafeMutablePointer<CChar>, maximum: Int) -> Int {
+    func read(into destination: UnsafeMutablePointer<CChar>, maximum: Int) -> Int {
         if abandoned { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
         let available = buffer.count - sent
         if available == 0 {
@@ -145,6 +149,12 @@ public final class EventStream {
             UnsafeMutableRawPointer(destination).copyMemory(from: bytes.baseAddress! + sent, byteCount: count)
         }
         sent += count
+        // A page that never quite catches up would otherwise keep every byte ever sent: once the sent part
+        // is the larger, it goes (each byte is moved at most once per halving, so the cost stays linear).
+        if sent * 2 > buffer.count {
+            buffer.removeFirst(sent)
+            sent = 0
+        }
         return count
     }
 

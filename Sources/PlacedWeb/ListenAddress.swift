@@ -60,13 +60,13 @@ public struct ListenAddress: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { family == .ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    private static func isIPv4(_ text: Substring) -> Bool {
+    static func isIPv4(_ text: Substring) -> Bool {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4
             && parts.allSatisfy { $0.count <= 3 && !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) && Int($0)! <= 255 }
     }
 
-    private static func isIPv6(_ text: Substring) -> Bool {
+    static func isIPv6(_ text: Substring) -> Bool {
         !text.isEmpty && text.contains(":") && text.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
     }
 }

@@ -238,6 +238,25 @@ import Testing
     }
 }
 
+@Suite struct PublishFailureTests {
+    @Test func onlyWhatIsWrongWithTheMessageSkipsIt() {
+        for code in [
+            MOSQ_ERR_INVAL, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET,
+            MOSQ_ERR_RETAIN_NOT_SUPPORTED,
+        ] {
+            #expect(MQTTConnection.PublishFailure(code: code.rawValue) == .message, "\(code)")
+        }
+        // A write failing on a TLS link is MOSQ_ERR_TLS since libmosquitto 2.0.16: the link's, as ERRNO is.
+        for code in [
+            MOSQ_ERR_TLS, MOSQ_ERR_ERRNO, MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_NOMEM, MOSQ_ERR_PROTOCOL,
+            MOSQ_ERR_QOS_NOT_SUPPORTED, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_UNKNOWN,
+        ] {
+            #expect(MQTTConnection.PublishFailure(code: code.rawValue) == .connection, "\(code)")
+        }
+        #expect(MQTTConnection.PublishFailure(code: 999) == .connection, "a code this build does not know")
+    }
+}
+
 @Suite struct HostLookupTests {
     @Test func aNameIsLookedUpOffTheLoopAndAnsweredOnIt() throws {
         let loop = try EventLoop()
@@ -272,6 +291,21 @@ import Testing
         let lookup = try HostLookup(loop: loop, host: "localhost", port: 1883) { _ in heard = true }
         lookup.cancel()
         loop.pump(for: 0.5)
+        #expect(!heard)
+    }
+
+    /// A loop that can watch nothing more (it finished): a named error, and the read end closed once, by
+    /// the lookup's own cancel (the thread closes the write end once it has answered).
+    @Test func aLoopThatCannotWatchTheAnswerIsANamedError() throws {
+        let loop = try EventLoop()
+        loop.exit(0)
+        _ = try loop.runOnce(timeout: 0)
+        var heard = false
+        #expect {
+            _ = try HostLookup(loop: loop, host: "localhost", port: 1883) { _ in heard = true }
+        } throws: { error in
+            "\(error)".contains("cannot look localhost up: sd_event_add_io")
+        }
         #expect(!heard)
     }
 

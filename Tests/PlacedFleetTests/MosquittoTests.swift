@@ -91,6 +91,39 @@ import Testing
         _ = late
     }
 
+    /// libmosquitto pings only when its keepalive check runs: a check at a fixed period let a message sent
+    /// just after one check (here 6.3 s after CONNACK, the checks at 5 and 10 s) push the ping to the check
+    /// at 15 s: 9 s of silence, past the 1.5 keepalives (7.5 s) after which a broker drops the device and
+    /// publishes `offline`. (mosquitto 2.0.11 looks only every 6 s, so it let this one pass; with the
+    /// default keepalive of 60 s the silence reaches 2 minutes.) The broker's log, in whole seconds, shows
+    /// what it heard and when.
+    @Test func anIdleDeviceIsHeardFromWithinAKeepaliveAfterAMessage() throws {
+        let broker = try MosquittoBroker()
+        let device = "idle"
+        let watcher = try Subscriber(broker: broker, topic: "placed/\(device)/status", clientID: "watcher")
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: broker.url)
+            try settings.set("DeviceId", to: device)
+            try settings.set("KeepAlive", to: "5")
+        }
+        #expect(publisher.loop.pump(seconds: 10) { publisher.exporter.status.state == .connected })
+        publisher.loop.pump(for: 6.3)
+        try publisher.select()
+        #expect(publisher.loop.pump(seconds: 5) { publisher.isDrained && publisher.exporter.status.acknowledged == 2 })
+        publisher.loop.pump(for: 10)  // idle, two keepalives after the message
+        let log = try String(contentsOfFile: broker.log, encoding: .utf8)
+        // "T: New client connected from ... as placed-idle (...)", "T: Received PINGREQ from placed-idle", ...
+        let heard = log.split(separator: "\n")
+            .filter { $0.contains(" from placed-\(device)") || $0.contains(" as placed-\(device) ") }
+            .compactMap { Int($0.prefix { $0 != ":" }) }
+        let gaps = zip(heard, heard.dropFirst()).map { $1 - $0 }
+        #expect(heard.count >= 6, "CONNECT, status, marker, state and pings: \(tail(of: broker.log))")
+        #expect(gaps.allSatisfy { $0 <= 6 }, "seconds between packets \(gaps): a keepalive of 5 s, whole seconds")
+        #expect(!log.contains("exceeded timeout"), "the broker dropped the device: \(tail(of: broker.log))")
+        #expect(!watcher.messages.contains { $0.payload == "offline" }, "the will was published")
+        #expect(publisher.exporter.status.state == .connected)
+    }
+
     @Test func mqtt5ConnectsWithAPersistentSession() throws {
         let broker = try MosquittoBroker()
         let device = "five"
@@ -192,5 +225,136 @@ final class SilentBroker: @unchecked Sendable {
             publisher.isDrained && MarkerLedger(subscriber.messages, device: device).firstSeen.count == 20
         }
         #expect(delivered, "status \(publisher.exporter.status.summary)")
+    }
+}
+
+/// An MQTT 5 broker that answers each PUBLISH with the PUBACK reason code `reason(topic, payload)` gives
+/// (the framing only, in a thread): what mosquitto never says, such as "quota exceeded".
+final class ScriptedBroker: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let reason: @Sendable (String, String) -> UInt8
+    private var received: [(topic: String, payload: String)] = []
+    private var connections = 0
+    private let lock = NSLock()
+
+    init(reason: @escaping @Sendable (_ topic: String, _ payload: String) -> UInt8) throws {
+        self.reason = reason
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else { throw FixtureError("scripted broker: \(String(cString: strerror(errno)))") }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { [self] in serve() }
+    }
+
+    /// Every PUBLISH received, in order, on every connection.
+    var publishes: [(topic: String, payload: String)] { lock.withLock { received } }
+    var connectionCount: Int { lock.withLock { connections } }
+
+    private func serve() {
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            lock.withLock { connections += 1 }
+            Thread.detachNewThread { [self] in talk(client) }
+        }
+    }
+
+    private func talk(_ client: Int32) {
+        defer { close(client) }
+        func byte() -> UInt8? {
+            var value: UInt8 = 0
+            return read(client, &value, 1) == 1 ? value : nil
+        }
+        func variableInteger(_ bytes: [UInt8], _ at: inout Int) -> Int {
+            var value = 0
+            var shift = 0
+            while at < bytes.count {
+                let digit = bytes[at]
+                at += 1
+                value |= Int(digit & 0x7F) << shift
+                shift += 7
+                if digit & 0x80 == 0 { break }
+            }
+            return value
+        }
+        while let header = byte() {
+            var length = 0
+            var shift = 0
+            while let digit = byte() {
+                length |= Int(digit & 0x7F) << shift
+                shift += 7
+                if digit & 0x80 == 0 { break }
+            }
+            var body: [UInt8] = []
+            for _ in 0..<length { body.append(byte() ?? 0) }
+            switch header >> 4 {
+            case 1: _ = write(client, [0x20, 0x03, 0x00, 0x00, 0x00] as [UInt8], 5)  // CONNACK, no properties
+            case 12: _ = write(client, [0xD0, 0x00] as [UInt8], 2)  // PINGREQ → PINGRESP
+            case 3:
+                // Topic, packet id (QoS 1), properties, payload.
+                let topicLength = Int(body[0]) << 8 | Int(body[1])
+                let topic = String(decoding: body[2..<2 + topicLength], as: UTF8.self)
+                let id = Array(body[2 + topicLength..<4 + topicLength])
+                var at = 4 + topicLength
+                at += variableInteger(body, &at)
+                let payload = String(decoding: body[at...], as: UTF8.self)
+                lock.withLock { received.append((topic, payload)) }
+                let code = reason(topic, payload)
+                _ = write(client, [0x40, 0x03] + id + [code], 5)
+            default: break
+            }
+        }
+    }
+}
+
+@Suite(.serialized) struct PublishRefusalTests {
+    /// Quota exceeded (0x97) for the first marker's first two copies, not authorized (0x87) for the state
+    /// that follows the second marker, success for the rest.
+    @Test func aMessageRefusedForNowIsSentAgainAndOneRefusedForGoodIsNot() throws {
+        let refusals = NSLock()
+        nonisolated(unsafe) var quotaLeft = 2
+        let broker = try ScriptedBroker { topic, payload in
+            if topic.hasSuffix("/state"), payload.contains("\"selection\":2") { return 0x87 }
+            guard topic.hasSuffix("/marker"), payload.contains("\"selection\":1") else { return 0 }
+            return refusals.withLock {
+                guard quotaLeft > 0 else { return 0 }
+                quotaLeft -= 1
+                return 0x97
+            }
+        }
+        let device = "refusals"
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:\(broker.port)")
+            try settings.set("DeviceId", to: device)
+            try settings.set("Protocol", to: "5")
+        }
+        #expect(publisher.loop.pump(seconds: 10) { publisher.exporter.status.state == .connected })
+        try publisher.select()
+        #expect(
+            publisher.loop.pump(seconds: 20) { publisher.isDrained && publisher.exporter.status.acknowledged == 2 },
+            "\(publisher.exporter.status.summary)")
+        let markers = broker.publishes.filter { $0.topic == "placed/\(device)/marker" }.map(\.payload)
+        #expect(markers.count == 3, "refused twice for now, then taken")
+        #expect(broker.connectionCount == 3, "a new connection after each refusal for now")
+        #expect(publisher.exporter.status.rejected == 0 && publisher.exporter.status.acknowledged == 2)
+
+        try publisher.select()
+        #expect(
+            publisher.loop.pump(seconds: 20) { publisher.isDrained && publisher.exporter.status.acknowledged == 4 },
+            "\(publisher.exporter.status.summary)")
+        let states = broker.publishes.filter { $0.topic == "placed/\(device)/state" }.map(\.payload)
+        #expect(states.filter { $0.contains("\"selection\":2") }.count == 1, "refused for good: not sent again")
+        #expect(publisher.exporter.status.rejected == 1 && publisher.exporter.status.acknowledged == 4)
+        #expect(broker.connectionCount == 3)
     }
 }

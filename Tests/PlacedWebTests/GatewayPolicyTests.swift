@@ -38,10 +38,32 @@ import Testing
         #expect(throws: HTTPFailure.forbiddenHost) { try loopback.checkHost(nil) }
     }
 
-    @Test func wildcardTakesAnyHost() throws {
-        let any = RequestPolicy(address: ListenAddress(host: "0.0.0.0", port: 8080, family: .ipv4))
-        try any.checkHost("kiosk.local:8080")
-        try any.checkHost(nil)
+    /// Listening on every address, the Host is still checked: an address, localhost or the machine's own
+    /// name, never a name whose DNS someone else answers (rebinding it to this machine).
+    @Test func wildcardTakesAddressesAndTheMachinesNamesOnly() throws {
+        for listen in [
+            ListenAddress(host: "0.0.0.0", port: 8080, family: .ipv4),
+            ListenAddress(host: "::", port: 8080, family: .ipv6),
+        ] {
+            let any = RequestPolicy(address: listen, machineName: "Kiosk-7")
+            for host in [
+                "192.0.2.7:8080", "127.0.0.1:8080", "[fd00::7]:8080", "[::1]:8080", "[::ffff:192.0.2.7]:8080",
+                "localhost:8080", "kiosk-7:8080", "KIOSK-7:8080",
+            ] {
+                try any.checkHost(host)
+            }
+            for host in [
+                "evil.example:8080", "kiosk-7.evil.example:8080", "192.0.2.7:8081", "192.0.2.7", "192.0.2.7:",
+                "192.0.2.7:+8080", "[fd00::7]", "[fd00::7]8080", "[evil.example]:8080", "fd00::7:8080", "1.2.3:8080",
+                "localhost", "", "0x7f.1:8080",
+            ] {
+                #expect(throws: HTTPFailure.forbiddenHost, "\(host)") { try any.checkHost(host) }
+            }
+            #expect(throws: HTTPFailure.forbiddenHost) { try any.checkHost(nil) }
+        }
+        let onPort80 = RequestPolicy(address: ListenAddress(host: "0.0.0.0", port: 80, family: .ipv4), machineName: nil)
+        for host in ["192.0.2.7", "192.0.2.7:80", "[fd00::7]", "localhost"] { try onPort80.checkHost(host) }
+        #expect(throws: HTTPFailure.forbiddenHost) { try onPort80.checkHost("kiosk-7") }
     }
 
     @Test func originMustBeThePagesOwn() throws {
@@ -188,5 +210,25 @@ import Testing
         #expect(notInRanking.status == 409 && notInRanking.name == "not-in-ranking")
         #expect(Gateway.failure(.replied(name: "io.placed.Places.PermissionDenied", parameters: [:])).status == 502)
         #expect(Gateway.failure(.replied(name: "io.placed.Places.InvalidRadius", parameters: [:])).status == 400)
+    }
+}
+
+@Suite struct EventStreamTests {
+    /// A page that always leaves a few bytes unread: the stream holds about what is unsent, not every
+    /// byte ever sent, and the page gets every byte in order.
+    @Test func aPageThatNeverCatchesUpHoldsOnlyWhatIsUnsent() {
+        let stream = EventStream(maximumBacklog: 10_000)
+        var received: [UInt8] = []
+        var chunk = [CChar](repeating: 0, count: 90)
+        for round in 0..<500 {
+            stream.send((0..<100).map { UInt8(truncatingIfNeeded: round &+ $0) })
+            let count = stream.read(into: &chunk, maximum: chunk.count)
+            received += chunk[..<count].map { UInt8(bitPattern: $0) }
+        }
+        let unsent = 500 * 100 - received.count
+        #expect(unsent == 5_000 && !stream.isClosed)
+        #expect(stream.bufferedByteCount <= 2 * unsent + 100, "\(stream.bufferedByteCount) bytes held")
+        let expected = (0..<500).flatMap { round in (0..<100).map { UInt8(truncatingIfNeeded: round &+ $0) } }
+        #expect(received == Array(expected.prefix(received.count)))
     }
 }

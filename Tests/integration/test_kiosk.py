@@ -209,3 +209,47 @@ def test_page_shows_a_visit_while_it_lasts(placed_bin, placed_web_bin, places_db
             gps.stop()
         web.stop()
         placed.stop()
+
+
+MARKUP_NAME = '<img src="/markup-probe" alt="x"><b>Bold</b> & Co'
+
+
+def opl_escaped(text):
+    """An OPL tag value: space, comma, equals, at, percent and anything unprintable as %hex%."""
+    return "".join("%%%x%%" % ord(c) if c in " ,=@%" or not c.isprintable() else c for c in text)
+
+
+def test_a_place_name_with_markup_shows_as_text(placed_bin, placed_web_bin, placectl_bin, start_placed, tmp_path):
+    """OpenStreetMap names are anyone's text: one with markup, at the device's position, shows as that
+    text in the list and in the map's tooltip (Leaflet sets a string tooltip as HTML), and loads nothing."""
+    import subprocess
+    from harness import HELSINKI_CENTER
+    latitude, longitude, _ = HELSINKI_CENTER.split(",")
+    directory = tmp_path / "markup"
+    directory.mkdir()
+    (directory / "markup.opl").write_text(
+        "n1 v1 x%s y%s Tamenity=cafe,name=%s\n" % (longitude, latitude, opl_escaped(MARKUP_NAME)))
+    for argv in (["osmium", "cat", directory / "markup.opl", "-o", directory / "markup.osm.pbf", "--overwrite"],
+                 [placectl_bin, "import", directory / "markup.osm.pbf", "--db", directory / "places.db"]):
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+    placed = start_placed(directory=directory)
+    web = kiosk.PlacedWeb(placed_web_bin, placed.socket)
+    browser = None
+    try:
+        browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
+        kiosk.requested_urls(browser)
+        browser.get(web.url())
+        kiosk.wait_until("the list", lambda: kiosk.shown_generation(browser) == 1)
+        assert [row["name"] for row in browser.execute_script(kiosk.LIST_SCRIPT)] == [MARKUP_NAME]
+        browser.execute_script(
+            "document.querySelector('.likely-place').dispatchEvent(new MouseEvent('mouseover', {bubbles: true}))")
+        tooltip = kiosk.wait_until("the tooltip", lambda: browser.execute_script(
+            "const t = document.querySelector('.leaflet-tooltip');"
+            "return t && {text: t.textContent, elements: t.querySelectorAll('img, b').length}"))
+        assert tooltip == {"text": MARKUP_NAME, "elements": 0}
+        assert not [url for url in kiosk.requested_urls(browser) if "markup-probe" in url]
+    finally:
+        if browser:
+            browser.quit()
+        web.stop()

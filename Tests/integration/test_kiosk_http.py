@@ -174,6 +174,22 @@ def test_localhost_is_the_same_host(gateway):
     assert request(gateway, "GET", "/state", host="localhost:%d" % gateway.port)[0] == 200
 
 
+def test_a_wildcard_address_still_checks_the_host(placed_web_bin, start_placed):
+    """Listening on 0.0.0.0 the page answers to any IP address, localhost and the machine's name, and
+    still refuses another name: DNS rebinding works against every address the machine has."""
+    placed = start_placed()
+    port = free_port()
+    web = kiosk.PlacedWeb(placed_web_bin, placed.socket, "--listen", "0.0.0.0:%d" % port, port=port)
+    try:
+        for host in ["127.0.0.1", "192.0.2.7", "[::1]", "localhost", socket.gethostname()]:
+            assert request(web, "GET", "/state", host="%s:%d" % (host, port))[0] == 200, host
+        for host in ["evil.example:%d" % port, "192.0.2.7:%d" % (port + 1)]:
+            status, _, data = request(web, "GET", "/state", host=host)
+            assert (status, error_name(data)) == (403, "forbidden-host"), host
+    finally:
+        assert web.stop() == 0
+
+
 def test_map_answers_the_map_layers_features(gateway):
     status, _, data = request(gateway, "GET", "/map?latitude=60.1699&longitude=24.9384&radius=200&language=sv")
     assert status == 200
