@@ -287,12 +287,8 @@ extension String {
         let broken = fixture.directory + "/broken.db"
         try String(repeating: "not a database", count: 100).write(to: broken)
         #expect(rename(broken, fixture.databasePath) == 0)
-        #expect(throws: ServiceError.self) { try daemon.refresh(by: Credentials(uid: 0, gid: 0)) }
-        do {
-            try daemon.refresh(by: Credentials(uid: 0, gid: 0))
-        } catch let error as ServiceError {
-            #expect(error.name == "StoreFailed")
-        }
+        let error = #expect(throws: ServiceError.self) { try daemon.refresh(by: Credentials(uid: 0, gid: 0)) }
+        #expect(error?.name == "StoreFailed")
         #expect(daemon.placeCount == 3, "the places loaded before keep serving")
         #expect(
             try daemon.rank(
