@@ -90,7 +90,8 @@ public final class PlacedService {
         // After READY: sd-event pings once on enabling, and systemd expects READY first.
         try loop.enableWatchdog()
         let status = try loop.run()
-        if let bus, !bus.isConnected {
+        // On a clean stop the loop's exit closes the bus too: only a failed loop was left by it.
+        if status != 0, let bus, !bus.isConnected {
             Log.error("the D-Bus connection was lost: exiting, for the service manager to start placed again")
         }
 

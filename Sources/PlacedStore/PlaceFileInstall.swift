@@ -27,7 +27,8 @@ extension PlaceDatabase {
     }
 
     /// Makes `temporary`, written and open as `descriptor`, the file at `target`: given the mode and
-    /// owner of the file it replaces (placed reads it as its own user or group), synced, dropped from
+    /// owner of the file it replaces (placed reads it as its own user or group; the owner only when
+    /// running as root), synced, dropped from
     /// the page cache (the daemon's mapping then reads it back in small pages, each counted once in its
     /// RSS, not in the large folios the writes left), renamed over it, and the rename made durable.
     /// Throws `.replacedWithoutSync` when only that last step failed: the new file is in place then.
@@ -41,7 +42,8 @@ extension PlaceDatabase {
             guard fstat(descriptor, &status) == 0 else {
                 throw .cannotWrite(path: temporary, operation: "fstat", errno: errno)
             }
-            if original.st_uid != status.st_uid || original.st_gid != status.st_gid {
+            // Only root may give a file away; anyone else's import makes it theirs, as before.
+            if geteuid() == 0, original.st_uid != status.st_uid || original.st_gid != status.st_gid {
                 guard fchown(descriptor, original.st_uid, original.st_gid) == 0 else {
                     throw .cannotWrite(path: temporary, operation: "chown", errno: errno)
                 }

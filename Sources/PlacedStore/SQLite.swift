@@ -36,8 +36,7 @@ public final class Database {
     public enum Mode: Sendable {
         /// The file must exist; nothing can be written.
         case readOnly
-        /// The file must exist, and be no symbolic link: it is one this process created, and a link
-        /// put in its place (its directory may be placed's) must not send the writes elsewhere.
+        /// The file must exist.
         case readWrite
         /// Creates the file when absent.
         case readWriteCreate
@@ -53,7 +52,7 @@ public final class Database {
         var flags = SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOMUTEX
         switch mode {
         case .readOnly: flags |= SQLITE_OPEN_READONLY
-        case .readWrite: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW
+        case .readWrite: flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         case .immutable: flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
         }

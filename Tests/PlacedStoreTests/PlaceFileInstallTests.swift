@@ -52,15 +52,5 @@ import Testing
         for swapped in [link, hardLink, foreign] {
             #expect(throws: PlaceDatabaseError.self, "\(swapped)") { _ = try PlaceDatabase.reopenOwnFile(swapped) }
         }
-        #expect(Self.status(target).st_mode & 0o7777 != 0o777, "nothing given to what the link names")
-    }
-
-    @Test func sqliteWritesNoFileThroughALinkAtTheTemporaryName() throws {
-        let directory = TemporaryDirectory()
-        let target = directory.file("target.db")
-        try PlaceDatabase.replace(at: target, with: Self.places)
-        let link = directory.file("link.db")
-        #expect(symlink(target, link) == 0)
-        #expect(throws: SQLiteError.self) { _ = try Database(path: link, mode: .readWrite) }
     }
 }

@@ -205,6 +205,21 @@ def test_an_interrupted_import_leaves_nothing_behind(existing_db, placectl_bin, 
     assert digest(existing_db) == before
 
 
+def test_an_import_run_under_nohup_ignores_sighup(existing_db, placectl_bin, tmp_path):
+    # A signal inherited as ignored stays ignored: `nohup placectl import` outlives its terminal.
+    importing = subprocess.Popen([placectl_bin, "import", HELSINKI, "--db", existing_db],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    temporary = tmp_path / ("places.db.new-%d" % importing.pid)
+    deadline = time.monotonic() + 30
+    while not temporary.exists():
+        assert importing.poll() is None and time.monotonic() < deadline, "no temporary file seen"
+        time.sleep(0.01)
+    importing.send_signal(signal.SIGHUP)
+    assert importing.wait(timeout=120) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.db"]
+
+
 def test_unwritable_target(existing_db, placectl_bin, tmp_path):
     # A directory where the database should be: the final rename fails, nothing changes.
     target = tmp_path / "db-is-a-directory"
