@@ -43,6 +43,41 @@ func freePort() throws -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
+/// A socket listening on a free loopback port, for the tests' own brokers: its descriptor and port.
+func listenOnLoopback(_ what: String) throws -> (listener: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard fd >= 0, ok else { throw FixtureError("\(what): \(String(cString: strerror(errno)))") }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// The next MQTT packet `client` sends: its type (the header's high four bits) and its body; nil at the end.
+func readMQTTPacket(_ client: Int32) -> (type: UInt8, body: [UInt8])? {
+    func byte() -> UInt8? {
+        var value: UInt8 = 0
+        return read(client, &value, 1) == 1 ? value : nil
+    }
+    guard let header = byte() else { return nil }
+    var length = 0
+    var shift = 0
+    while let digit = byte() {
+        length |= Int(digit & 0x7F) << shift
+        shift += 7
+        if digit & 0x80 == 0 { break }
+    }
+    var body: [UInt8] = []
+    for _ in 0..<length { body.append(byte() ?? 0) }
+    return (header >> 4, body)
+}
+
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
 func isListening(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -152,19 +152,7 @@ final class SilentBroker: @unchecked Sendable {
     private let lock = NSLock()
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw FixtureError("silent broker: \(String(cString: strerror(errno)))") }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try listenOnLoopback("silent broker")
         Thread.detachNewThread { [self] in serve() }
     }
 
@@ -180,20 +168,8 @@ final class SilentBroker: @unchecked Sendable {
 
     private func talk(_ client: Int32) {
         defer { close(client) }
-        func byte() -> UInt8? {
-            var value: UInt8 = 0
-            return read(client, &value, 1) == 1 ? value : nil
-        }
-        while let header = byte() {
-            var length = 0
-            var shift = 0
-            while let digit = byte() {
-                length |= Int(digit & 0x7F) << shift
-                shift += 7
-                if digit & 0x80 == 0 { break }
-            }
-            for _ in 0..<length { _ = byte() }
-            switch header >> 4 {
+        while let (type, _) = readMQTTPacket(client) {
+            switch type {
             case 1: _ = write(client, [0x20, 0x02, 0x00, 0x00] as [UInt8], 4)  // CONNECT → CONNACK accepted
             case 12: _ = write(client, [0xD0, 0x00] as [UInt8], 2)  // PINGREQ → PINGRESP
             case 3: lock.withLock { publishes += 1 }  // PUBLISH: never a PUBACK
@@ -240,19 +216,7 @@ final class ScriptedBroker: @unchecked Sendable {
 
     init(reason: @escaping @Sendable (_ topic: String, _ payload: String) -> UInt8) throws {
         self.reason = reason
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw FixtureError("scripted broker: \(String(cString: strerror(errno)))") }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try listenOnLoopback("scripted broker")
         Thread.detachNewThread { [self] in serve() }
     }
 
@@ -271,10 +235,6 @@ final class ScriptedBroker: @unchecked Sendable {
 
     private func talk(_ client: Int32) {
         defer { close(client) }
-        func byte() -> UInt8? {
-            var value: UInt8 = 0
-            return read(client, &value, 1) == 1 ? value : nil
-        }
         func variableInteger(_ bytes: [UInt8], _ at: inout Int) -> Int {
             var value = 0
             var shift = 0
@@ -287,17 +247,8 @@ final class ScriptedBroker: @unchecked Sendable {
             }
             return value
         }
-        while let header = byte() {
-            var length = 0
-            var shift = 0
-            while let digit = byte() {
-                length |= Int(digit & 0x7F) << shift
-                shift += 7
-                if digit & 0x80 == 0 { break }
-            }
-            var body: [UInt8] = []
-            for _ in 0..<length { body.append(byte() ?? 0) }
-            switch header >> 4 {
+        while let (type, body) = readMQTTPacket(client) {
+            switch type {
             case 1: _ = write(client, [0x20, 0x03, 0x00, 0x00, 0x00] as [UInt8], 5)  // CONNACK, no properties
             case 12: _ = write(client, [0xD0, 0x00] as [UInt8], 2)  // PINGREQ → PINGRESP
             case 3:

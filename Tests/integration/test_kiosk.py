@@ -1,11 +1,12 @@
 """The kiosk page in Debian's Chromium, with placed fed by gpsfake: the list matches placed's ranking,
 a tap selects, moves arrive live, and the banners tell a stale source and an unreachable placed."""
+import subprocess
 import time
 
 import pytest
 
 import kiosk
-from harness import GpsFake, Placed, bin_path, free_port, open_varlink
+from harness import HELSINKI_CENTER, GpsFake, Placed, bin_path, free_port, open_varlink
 from test_visits import spot  # noqa: F401 (a fixture: a place ranked first at its own position)
 
 SECOND = 1  # the list must follow a move within a second
@@ -222,8 +223,6 @@ def opl_escaped(text):
 def test_a_place_name_with_markup_shows_as_text(placed_bin, placed_web_bin, placectl_bin, start_placed, tmp_path):
     """OpenStreetMap names are anyone's text: one with markup, at the device's position, shows as that
     text in the list and in the map's tooltip (Leaflet sets a string tooltip as HTML), and loads nothing."""
-    import subprocess
-    from harness import HELSINKI_CENTER
     latitude, longitude, _ = HELSINKI_CENTER.split(",")
     directory = tmp_path / "markup"
     directory.mkdir()
