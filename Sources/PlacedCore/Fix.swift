@@ -40,7 +40,7 @@ public struct Fix: Sendable, Equatable {
 
 }
 
-/// The one accuracy convention (DESIGN.md, "Accuracy"): every public interface states the radius in metres
+/// The one accuracy convention (docs/DESIGN.md, "Accuracy"): every public interface states the radius in metres
 /// that holds 95 % of fixes, as gpsd's `eph` and the W3C Geolocation API do; the core works in σ per axis.
 /// For a circular normal error the 95 % radius is √(−2 ln 0.05) σ = 2.448 σ. Every conversion goes
 /// through here.

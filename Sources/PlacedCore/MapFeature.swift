@@ -1,4 +1,4 @@
-/// One thing drawn on the map around the device (DESIGN.md "Map layer"): a street, path, railway,
+/// One thing drawn on the map around the device (docs/DESIGN.md, "Map layer"): a street, path, railway,
 /// building, water, green area or square, from OpenStreetMap, simplified for display.
 public struct MapFeature: Sendable, Equatable, Identifiable {
     /// The layer a feature is drawn in, bottom to top as `allCases` lists them.

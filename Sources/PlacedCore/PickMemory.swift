@@ -29,7 +29,7 @@ public struct Pick: Sendable, Equatable {
     }
 }
 
-/// How picks become evidence (DESIGN.md, "Learning from picks").
+/// How picks become evidence (docs/DESIGN.md, "Learning from picks").
 public struct LearningSettings: Sendable, Equatable {
     /// Seconds after which a pick counts half (`LearningHalfLife=`).
     public var halfLife: Double

@@ -49,7 +49,7 @@ public struct Place: Sendable, Equatable, Identifiable {
     }
 }
 
-/// Where a place's address comes from (DESIGN.md "Map layer"), in the order they are tried.
+/// Where a place's address comes from (docs/DESIGN.md, "Place data"), in the order they are tried.
 public enum AddressSource: String, Sendable, CaseIterable {
     /// Its own addr:* tags.
     case own

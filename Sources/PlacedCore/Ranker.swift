@@ -104,8 +104,8 @@ public enum RankingError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// Ranks candidate places by the likelihood that a device at a fix is at each (DESIGN.md, "Likelihood
-/// model"):
+/// Ranks candidate places by the likelihood that a device at a fix is at each (docs/DESIGN.md,
+/// "Likelihood model"):
 ///
 ///     d_i  distance from the fix to the footprint (0 inside an area)
 ///     r_i  extent: √(area/π) for an area, the kind's point extent for a point
@@ -150,7 +150,7 @@ public struct Ranker: Sendable {
     }
 
     /// Ranks `candidates` for `fix` as the daemon does: the spatial model, then the picks made near the fix
-    /// as evidence (DESIGN.md, "Learning from picks"). With p_i the spatial likelihoods ("none" included)
+    /// as evidence (docs/DESIGN.md, "Learning from picks"). With p_i the spatial likelihoods ("none" included)
     /// and n_i the picks of place i near the fix, weighted by age and by how close they were made,
     ///
     ///     likelihood_i = (α p_i + n_i) / (α + Σ_j n_j)

@@ -1,4 +1,4 @@
-/// The tunable constants of the likelihood model (DESIGN.md, "Likelihood model").
+/// The tunable constants of the likelihood model (docs/DESIGN.md, "Likelihood model").
 ///
 /// Weights are relative: only their ratios matter between places, and their size against
 /// `noneWeightAtRest` sets how sure a ranking is that the device is at one of them at all.

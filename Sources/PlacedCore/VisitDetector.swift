@@ -1,4 +1,4 @@
-/// When a stay counts as a visit (DESIGN.md, "Visits").
+/// When a stay counts as a visit (docs/DESIGN.md, "Visits").
 public struct VisitSettings: Sendable, Equatable {
     /// Metres: the device stays within this of the stay's running centre (`DwellRadius=`).
     public var radius: Double

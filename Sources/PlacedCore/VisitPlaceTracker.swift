@@ -1,4 +1,4 @@
-/// Which place the open visit is at, and when `AutoSelect=` selects it (DESIGN.md, "Visits").
+/// Which place the open visit is at, and when `AutoSelect=` selects it (docs/DESIGN.md, "Visits").
 ///
 /// The daemon tells it of the visit's start with the ranking made at the visit's averaged position,
 /// of any later ranking of that position, of every selection recorded while the visit is open, and of

@@ -1,6 +1,6 @@
 import PlacedCore
 
-/// Gives every place an address (DESIGN.md "Map layer"), trying in turn: its own addr:* tags; the
+/// Gives every place an address (docs/DESIGN.md, "Place data"), trying in turn: its own addr:* tags; the
 /// address of the building it stands in (the smallest, when buildings nest); the nearest address
 /// within 30 m (a node with addr:*, or a building's outline); "near <street>" for the nearest named
 /// street (or square) within 250 m. Only addresses that name a street are lent.

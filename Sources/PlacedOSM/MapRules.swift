@@ -1,6 +1,6 @@
 import PlacedCore
 
-/// Which ways and multipolygon relations make the map layer (DESIGN.md "Map layer"), and as what.
+/// Which ways and multipolygon relations make the map layer (docs/DESIGN.md, "Map layer"), and as what.
 ///
 /// First rule that applies: a building (closed way or multipolygon); water areas and waterways;
 /// squares (`place=square`, or a highway drawn as an area: `area=yes` or a multipolygon); green

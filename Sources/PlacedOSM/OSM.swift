@@ -4,7 +4,7 @@ import PlacedCore
     import Glibc
 #endif
 
-/// Reading places from OpenStreetMap .osm.pbf extracts (DESIGN.md "Place data").
+/// Reading places from OpenStreetMap .osm.pbf extracts (docs/DESIGN.md, "Place data").
 public enum OSM {
     /// The places in an .osm.pbf file and, unless `mapLayer` is false, its map layer, with figures
     /// about the file, from one read.

@@ -1,4 +1,4 @@
-/// Which tags make an OSM element a place (DESIGN.md "Place data"), decided on raw string-table
+/// Which tags make an OSM element a place (docs/DESIGN.md, "Place data"), decided on raw string-table
 /// bytes so that the millions of elements that are not places cost a table lookup per tag.
 ///
 /// A place is a node or way with a non-empty `name` and a main key; the first main key in

@@ -6,8 +6,8 @@
 // place by distance, and Home Assistant's zone rule. Then the time to rank one fix, candidates
 // included, on the extract and on a million places made by tiling it.
 //
-// "Accuracy" is what a receiver states, read as gpsd's eph: the radius holding 95 % of fixes (DESIGN.md,
-// "Location"), so 15 m is σ = 6.1 m per axis. The goal is judged on that reading. Two stricter readings
+// "Accuracy" is what a receiver states, read as gpsd's eph: the radius holding 95 % of fixes (docs/DESIGN.md,
+// "Accuracy"), so 15 m is σ = 6.1 m per axis. The goal is judged on that reading. Two stricter readings
 // are printed beside it on the same visits, so the choice is visible: a 68 % radius (Android's
 // accuracy) and σ per axis.
 #if canImport(Glibc)

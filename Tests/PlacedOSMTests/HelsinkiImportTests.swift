@@ -5,7 +5,7 @@ import Testing
 @testable import PlacedOSM
 
 /// The Helsinki extract against an independent reader: osmium-tool filters and exports the same
-/// file, and this test applies DESIGN.md's place rules to osmium's GeoJSON on its own.
+/// file, and this test applies the place rules (docs/DESIGN.md, "Place data") to osmium's GeoJSON on its own.
 @Suite(
     .enabled(if: Fixtures.hasHelsinki, "skipped: \(Fixtures.helsinki) is absent"),
     .enabled(if: Fixtures.osmium != nil, "skipped: osmium-tool is not installed"))
@@ -24,7 +24,7 @@ struct HelsinkiImportTests {
         var polygons: [[[Coordinate]]] = []
     }
 
-    /// DESIGN.md "Place data", written out independently of PlaceRules.
+    /// docs/DESIGN.md, "Place data", written out independently of PlaceRules.
     static let mainKeys: [(key: String, qualifies: @Sendable (String) -> Bool)] = [
         (
             "amenity", { !["parking_space", "parking_entrance", "waste_disposal", "bench"].contains($0) }

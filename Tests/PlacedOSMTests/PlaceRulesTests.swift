@@ -4,8 +4,8 @@ import Testing
 
 @testable import PlacedOSM
 
-/// DESIGN.md's place rules on small files written by osmium (an independent PBF encoder), in each
-/// encoding a reader meets: zlib blobs with DenseNodes, raw blobs, and plain Nodes.
+/// The place rules (docs/DESIGN.md, "Place data") on small files written by osmium (an independent PBF
+/// encoder), in each encoding a reader meets: zlib blobs with DenseNodes, raw blobs, and plain Nodes.
 @Suite(.enabled(if: Fixtures.osmium != nil, "skipped: osmium-tool is not installed"))
 struct PlaceRulesTests {
     static let opl = """
@@ -64,7 +64,7 @@ struct PlaceRulesTests {
         #expect(places["osm:node/4"]?.kind == "railway=station")
         #expect(places["osm:node/6"]?.address == "Mannerheimintie")
         #expect(places["osm:node/11"]?.address == "00100 Helsinki")
-        #expect(places["osm:node/13"]?.kind == "amenity=cafe", "main keys in DESIGN.md order")
+        #expect(places["osm:node/13"]?.kind == "amenity=cafe", "main keys in docs/DESIGN.md order")
         #expect(places["osm:node/14"]?.kind == "aeroway=terminal")
         #expect(places["osm:node/1"]?.addressSource == .own)
         #expect(

@@ -50,7 +50,7 @@ def fixes(path):
 
 
 def moves(points, threshold=50.0):
-    """The distance filter of DESIGN.md: first fix, then each fix >= threshold from the last move."""
+    """docs/DESIGN.md, "Distance filter": first fix, then each fix >= threshold from the last move."""
     out = []
     for time, lat, lon in points:
         if not out or WGS84.Inverse(out[-1][1], out[-1][2], lat, lon)["s12"] >= threshold:

@@ -46,7 +46,7 @@ def test_import_writes_database_and_summary(existing_db, placectl_bin):
     addresses = re.fullmatch(r"addresses: ([\d.]+) % of places \(own ([\d.]+) %, building [\d.]+ %, "
                              r"nearby [\d.]+ %, street [\d.]+ %\)", lines[1])
     assert addresses, lines[1]
-    assert float(addresses.group(1)) >= 95, "DESIGN.md: an address for every place that has one near"
+    assert float(addresses.group(1)) >= 95, 'docs/DESIGN.md "Place data": an address for every place that has one near'
     assert 70 <= float(addresses.group(2)) <= 80, "about three quarters have their own addr:*"
     features = int(re.fullmatch(r"map layer: ([\d,]+) features", lines[2]).group(1).replace(",", ""))
     assert features > 2000
@@ -86,7 +86,7 @@ def test_no_map_leaves_the_layer_out_and_the_places_as_they_were(existing_db, pl
     assert bare.stat().st_size < existing_db.stat().st_size
 
 
-# DESIGN.md "Place data", written out again here, applied to what osmium reads and assembles.
+# docs/DESIGN.md, "Place data", written out again here, applied to what osmium reads and assembles.
 MAIN_KEYS = [
     ("amenity", lambda v: v not in ("parking_space", "parking_entrance", "waste_disposal", "bench")),
     ("shop", None), ("tourism", None), ("leisure", None), ("office", None), ("craft", None), ("club", None),

@@ -1,5 +1,5 @@
 """placed under a real systemd-journald: its messages arrive with priorities, and a selection is one
-structured entry with its own MESSAGE_ID (DESIGN.md, "Selection").
+structured entry with its own MESSAGE_ID (docs/DESIGN.md, "Selections and the marker").
 
 No journald runs on a machine without systemd as PID 1, so the test starts one in a private mount
 namespace: a fresh tmpfs over /run (journald's sockets) with the journal directory bound from the
