@@ -47,6 +47,7 @@ install-daemon: build
 	$(INSTALL) -Dm644 etc/bash-completion/placectl $(DESTDIR)$(DATADIR)/bash-completion/completions/placectl
 	$(INSTALL) -Dm644 man/placed.8 $(DESTDIR)$(MANDIR)/man8/placed.8
 	$(INSTALL) -Dm644 man/placectl.1 $(DESTDIR)$(MANDIR)/man1/placectl.1
+	$(INSTALL) -Dm644 man/placed.conf.5 $(DESTDIR)$(MANDIR)/man5/placed.conf.5
 	$(INSTALL) -Dm644 data/helsinki-center.osm.pbf $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf
 	@echo "installed into $(DESTDIR)$(PREFIX); on a live system: systemd-sysusers; systemd-tmpfiles --create; systemctl reload dbus; systemctl daemon-reload; placectl import FILE.osm.pbf; systemctl enable --now placed"
 
@@ -71,6 +72,7 @@ uninstall:
 	  $(DESTDIR)$(DATADIR)/varlink/io.placed.Places.varlink \
 	  $(DESTDIR)$(DATADIR)/bash-completion/completions/placectl \
 	  $(DESTDIR)$(MANDIR)/man8/placed.8 $(DESTDIR)$(MANDIR)/man1/placectl.1 \
+	  $(DESTDIR)$(MANDIR)/man5/placed.conf.5 \
 	  $(DESTDIR)$(DATADIR)/placed/helsinki-center.osm.pbf \
 	  $(DESTDIR)$(BINDIR)/placed-web $(DESTDIR)$(UNITDIR)/placed-web.service $(DESTDIR)$(UNITDIR)/placed-web.socket \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/placed-web.conf $(DESTDIR)$(MANDIR)/man8/placed-web.8 $(addprefix $(DESTDIR)$(DATADIR)/placed/web/,$(WEB_FILES))

@@ -15,7 +15,7 @@ EXPECTED = [
     "usr/share/dbus-1/interfaces/io.placed.Placed1.xml",
     "usr/share/varlink/io.placed.Places.varlink",
     "usr/share/bash-completion/completions/placectl",
-    "usr/share/man/man8/placed.8", "usr/share/man/man1/placectl.1",
+    "usr/share/man/man8/placed.8", "usr/share/man/man1/placectl.1", "usr/share/man/man5/placed.conf.5",
     "usr/share/placed/helsinki-center.osm.pbf",
     "usr/bin/placed-web", "usr/lib/systemd/system/placed-web.service", "usr/lib/systemd/system/placed-web.socket",
     "usr/lib/sysusers.d/placed-web.conf", "usr/share/man/man8/placed-web.8",
@@ -35,7 +35,8 @@ def test_make_install_into_destdir(tmp_path, placed_bin, placectl_bin):
     installed = subprocess.run([tmp_path / "usr/bin/placed", "--help"], capture_output=True, text=True)
     assert installed.returncode == 0 and "usage: placed" in installed.stdout
     # The man pages render without warnings.
-    for page in ("usr/share/man/man8/placed.8", "usr/share/man/man1/placectl.1", "usr/share/man/man8/placed-web.8"):
+    for page in ("usr/share/man/man8/placed.8", "usr/share/man/man1/placectl.1", "usr/share/man/man5/placed.conf.5",
+                 "usr/share/man/man8/placed-web.8"):
         man = subprocess.run(["man", "--warnings", "-l", str(tmp_path / page)], capture_output=True, text=True,
                              env={**os.environ, "MANWIDTH": "80"})
         assert man.returncode == 0 and "NAME" in man.stdout and man.stderr == "", man.stderr
