@@ -1,23 +1,18 @@
 import PlacedJSON
 import PlacedSystem
-import PlacedThreads
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// One client of a `VarlinkServer`: its protocol state, its input framer and its bounded output
-/// queue. All I/O is non-blocking on the server's loop.
+/// queue. All I/O is non-blocking on the server's loop, and the connection is the loop's thread's alone.
 ///
 /// Flow control: while a call is in progress the connection stops reading, so a client that
 /// pipelines requests is held back by its own socket buffer, never by our memory. Output is written
 /// at once when the socket takes it; the rest waits in a queue of at most `maxQueuedBytes`, and
 /// EPOLLOUT is requested only while that queue is non-empty. A client whose queue would overflow
 /// is dropped.
-///
-/// A connection whose calls are all to the server's off-loop methods leaves the loop for a request
-/// thread (`RequestThreads`) and comes back when it needs the loop; while away (`onThread`) its source
-/// is off and nothing here touches the loop. Every property is used with the loop's lock held.
 final class VarlinkConnection {
     /// Where the connection is in the protocol, as sd-varlink keeps it: one value, not a set of flags.
     enum State {
@@ -53,12 +48,6 @@ final class VarlinkConnection {
     private var dispatching = false
     /// The epoll events asked for now, so they are changed only when they must be.
     private var ioEvents: IOEvents
-    /// With a request thread: the source is off, replies are queued for the thread to send.
-    private(set) var onThread = false
-    /// The last call dispatched was to an off-loop method (made without `more` or `oneway`).
-    private var lastCallOffLoop = false
-    /// O_NONBLOCK cleared for the thread's blocking `recv` (the loop's calls say MSG_DONTWAIT each).
-    private var isBlocking = false
 
     init(fd: Int32, credentials: Credentials, server: VarlinkServer, loop: EventLoop)
         throws(SystemError)
@@ -102,7 +91,6 @@ final class VarlinkConnection {
     // MARK: Events
 
     private func handle(events: IOEvents) {
-        guard !onThread else { return }
         if events.contains(.error) { return close(reason: .ioError) }
         if events.contains(.writable) { flush() }
         guard !isClosed else { return }
@@ -118,7 +106,7 @@ final class VarlinkConnection {
     /// nobody is left to read its replies.
     private func hangUp() {
         while isReadable, readOnce() {
-            processInput(mayLeave: false)
+            processInput()
         }
         close(reason: .peerClosed)
     }
@@ -152,11 +140,10 @@ final class VarlinkConnection {
         }
     }
 
-    /// Frames and dispatches complete messages until a call stays open or the input runs out; then
-    /// the connection may leave for a request thread (not while the peer is hanging up).
+    /// Frames and dispatches complete messages until a call stays open or the input runs out.
     /// Re-entrant calls (a handler finishing synchronously) fall through to the running loop.
-    func processInput(mayLeave: Bool = true) {
-        guard !dispatching, !onThread else { return }
+    func processInput() {
+        guard !dispatching else { return }
         dispatching = true
         defer { dispatching = false }
         while isReadable || isDrainingIdle {
@@ -180,7 +167,6 @@ final class VarlinkConnection {
             guard !isClosed else { return }
         }
         framer.compact()
-        if mayLeave, leaveLoop() { return }
         updateEvents()
         closeIfDone()
     }
@@ -192,38 +178,21 @@ final class VarlinkConnection {
     }
 
     private func handleMessage(_ bytes: ArraySlice<UInt8>) {
-        switch Self.parse(bytes, invalidMessageError: server.configuration.invalidMessageError) {
-        case .success(let message): start(message)
-        case .failure(let error): terminate(error)
-        }
-    }
-
-    /// A message read as a call: what `VarlinkCall` is made of.
-    struct CallMessage {
-        var method: String
-        var parameters: [String: JSON]
-        var more: Bool
-        var oneway: Bool
-    }
-
-    /// Reads a message as a call, or names why it is not one (`invalidMessageError`, with a `reason`).
-    static func parse(_ bytes: ArraySlice<UInt8>, invalidMessageError invalid: String) -> Result<
-        CallMessage, VarlinkError
-    > {
+        let invalid = server.configuration.invalidMessageError
         let message: JSON
         do {
             message = try JSON(parsing: bytes)
         } catch {
-            return .failure(VarlinkError(invalid, ["reason": .string(error.description)]))
+            return terminate(VarlinkError(invalid, ["reason": .string(error.description)]))
         }
         guard case .object(let fields) = message, let method = fields["method"]?.string else {
-            return .failure(VarlinkError(invalid, ["reason": "expected an object with a method"]))
+            return terminate(VarlinkError(invalid, ["reason": "expected an object with a method"]))
         }
         var parameters: [String: JSON] = [:]
         switch fields["parameters"] {
         case nil, .null?: break
         case .object(let object)?: parameters = object
-        default: return .failure(VarlinkError(invalid, ["reason": "parameters must be an object"]))
+        default: return terminate(VarlinkError(invalid, ["reason": "parameters must be an object"]))
         }
         func flag(_ name: String) -> Bool? {
             switch fields[name] {
@@ -234,158 +203,15 @@ final class VarlinkConnection {
         }
         guard let more = flag("more"), let oneway = flag("oneway"), flag("upgrade") != nil else {
             let name = ["more", "oneway", "upgrade"].first { flag($0) == nil }!
-            return .failure(VarlinkError(invalid, ["reason": .string("\(name) must be a boolean")]))
+            return terminate(VarlinkError(invalid, ["reason": .string("\(name) must be a boolean")]))
         }
-        return .success(CallMessage(method: method, parameters: parameters, more: more, oneway: oneway))
-    }
-
-    private func start(_ message: CallMessage) {
-        let call = VarlinkCall(
-            method: message.method, parameters: message.parameters, more: message.more, oneway: message.oneway,
-            connection: self)
+        let call = VarlinkCall(method: method, parameters: parameters, more: more, oneway: oneway, connection: self)
         if !call.oneway {
             state = isDrainingIdle ? .draining(call) : .serving(call)
         }
-        lastCallOffLoop = server.servesOffLoop(message)
         server.dispatch(call)
         // No reply is owed for a oneway call; whatever the handler does later goes nowhere.
         if call.oneway { call.detach() }
-    }
-
-    // MARK: Request threads
-
-    /// Whether the loop may give a connection to a request thread after serving its input: its last call
-    /// was to an off-loop method and nothing else is open on it — no call (a Watch, a deferred reply),
-    /// no queued output, no input not yet taken as a call, and the client has not shut down its side.
-    static func mayLeaveLoop(lastCallOffLoop: Bool, idle: Bool, pendingInput: Int, queuedOutput: Int) -> Bool {
-        lastCallOffLoop && idle && pendingInput == 0 && queuedOutput == 0
-    }
-
-    /// Loop thread: hands the connection to a request thread if it may leave and a thread can take it.
-    private func leaveLoop() -> Bool {
-        guard
-            Self.mayLeaveLoop(
-                lastCallOffLoop: lastCallOffLoop, idle: isReadable, pendingInput: framer.pendingCount,
-                queuedOutput: queuedBytes),
-            let threads = server.requestThreads, threads.canTakeConnection
-        else { return false }
-        if !isBlocking {
-            // Once for the connection's life: the loop's own reads and writes say MSG_DONTWAIT.
-            guard (try? UnixSocket.setBlocking(fd, readTimeout: RequestThreads.idleTimeout)) != nil else {
-                return false
-            }
-            isBlocking = true
-        }
-        do { try source?.setEnabled(false) } catch {
-            close(reason: .ioError)
-            return true
-        }
-        onThread = true
-        guard threads.handOver(self) else {
-            onThread = false
-            do { try source?.setEnabled(true) } catch { close(reason: .ioError) }
-            return isClosed
-        }
-        return true
-    }
-
-    /// On a request thread, with the loop's lock held (released only around `recv` and `send`, held
-    /// again on return): answers the calls to off-loop methods as they come, until the connection
-    /// needs the loop; then says what the loop is to do with it.
-    func serveOffLoop(
-        scratch: UnsafeMutableRawBufferPointer, lock: ThreadLock, stopping: () -> Bool
-    ) -> RequestThreads.Return {
-        dispatching = true
-        defer { dispatching = false }
-        while true {
-            // One call at a time, each reply sent before the next is read: the queue holds one reply.
-            while !stopping() {
-                let bytes: ArraySlice<UInt8>
-                do {
-                    guard let next = try framer.peekMessage() else { break }
-                    bytes = next
-                } catch {
-                    return .resume  // too large: the loop names it and disconnects
-                }
-                guard case .success(let message) = Self.parse(bytes, invalidMessageError: ""),
-                    server.servesOffLoop(message)
-                else { return .resume }
-                _ = try? framer.nextMessage()
-                start(message)
-                guard case .idle = state else { return .resume }  // a reply still owed: the loop's to wait for
-                if let outcome = sendQueued(lock: lock) { return outcome }
-            }
-            framer.compact()
-            if stopping() { return .resume }
-            lock.unlock()
-            let count = recv(fd, scratch.baseAddress, scratch.count, 0)
-            let failure = errno
-            lock.lock()
-            if stopping() { return .resume }
-            guard count > 0 else {
-                if count < 0 && failure == EINTR { continue }
-                // End of input or an error: the loop reads it again and goes on as it does. A client quiet
-                // for `idleTimeout` (EAGAIN) goes back too, so that idle clients do not keep the threads.
-                return .resume
-            }
-            framer.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-        }
-    }
-
-    /// On the thread: sends the queued replies without the lock; nil when the socket took them all, else
-    /// what the loop is to do (the rest stays queued for the loop to write, under its bound).
-    private func sendQueued(lock: ThreadLock) -> RequestThreads.Return? {
-        guard outputHead < output.count else { return nil }
-        let chunks = output[outputHead...]
-        var offset = headOffset
-        var sent = 0
-        var failed = false
-        lock.unlock()
-        for chunk in chunks {
-            let transfer = try? chunk.withUnsafeBytes { buffer throws(SystemError) in
-                try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: buffer[offset...]))
-            }
-            guard case .bytes(let written)? = transfer else {
-                failed = transfer == nil
-                break
-            }
-            sent += written
-            offset += written
-            guard offset == chunk.count else { break }
-            offset = 0
-        }
-        lock.lock()
-        queuedBytes -= sent
-        while outputHead < output.count, sent > 0 {
-            let left = output[outputHead].count - headOffset
-            if sent >= left {
-                sent -= left
-                outputHead += 1
-                headOffset = 0
-            } else {
-                headOffset += sent
-                sent = 0
-            }
-        }
-        if outputHead == output.count {
-            output = []
-            outputHead = 0
-            headOffset = 0
-            return nil
-        }
-        return failed ? .close(.ioError) : .resume
-    }
-
-    /// Loop thread: the connection is back from its request thread.
-    func resumeOnLoop(_ outcome: RequestThreads.Return) {
-        guard onThread, !isClosed else { return }
-        onThread = false
-        // Not straight back: the loop serves what the thread left before the connection may leave again.
-        lastCallOffLoop = false
-        if case .close(let reason) = outcome { return close(reason: reason) }
-        do { try source?.setEnabled(true) } catch { return close(reason: .ioError) }
-        updateEvents()
-        processInput()
     }
 
     /// Best effort: queue `error` for the client, then disconnect.
@@ -415,7 +241,7 @@ final class VarlinkConnection {
     /// was just dropped because its queue is full.
     func send(_ bytes: [UInt8]) -> Bool {
         guard !isClosed else { return false }
-        guard output.count == outputHead, !onThread else {
+        guard output.count == outputHead else {
             enqueue(bytes, offset: 0)
             return !isClosed
         }
@@ -436,9 +262,7 @@ final class VarlinkConnection {
 
     private func enqueue(_ bytes: [UInt8], offset: Int) {
         let remaining = bytes.count - offset
-        // On a thread the queue holds the one reply being answered (sent before the next call is read);
-        // a client that does not take it goes back to the loop, where the bound applies.
-        guard onThread || queuedBytes + remaining <= server.configuration.maxQueuedBytes else {
+        guard queuedBytes + remaining <= server.configuration.maxQueuedBytes else {
             return close(reason: .queueFull)
         }
         if output.count == outputHead {
@@ -487,7 +311,7 @@ final class VarlinkConnection {
     }
 
     private func updateEvents() {
-        guard !isClosed, !onThread else { return }
+        guard !isClosed else { return }
         var events: IOEvents = []
         if isReadable { events.insert(.readable) }
         if outputHead < output.count { events.insert(.writable) }

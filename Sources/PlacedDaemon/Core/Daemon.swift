@@ -214,11 +214,9 @@ public final class Daemon: PlacesService, LocationSink {
         if let accuracy, !(accuracy.isFinite && accuracy >= 0) {
             throw .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: accuracy)
         }
-        // A stated accuracy is the 95 % radius; the core works in σ. The clock, not `loop.now`: Rank may
-        // run on a varlink request thread (with the loop's lock, but sd-event is the loop's own).
+        // A stated accuracy is the 95 % radius; the core works in σ.
         let fix = Fix(
-            receivedAt: EventLoop.monotonicNow, coordinate: coordinate, mode: .twoD,
-            accuracy: accuracy.map(Fix.sigma(fromRadius95:)))
+            receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy.map(Fix.sigma(fromRadius95:)))
         do {
             try Ranker.validate(fix: fix, limit: limit)  // bad input is named before "no places"
         } catch {
