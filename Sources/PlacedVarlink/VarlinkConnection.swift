@@ -14,14 +14,19 @@ import PlacedSystem
 /// EPOLLOUT is requested only while that queue is non-empty. A client whose queue would overflow
 /// is dropped.
 final class VarlinkConnection {
-    /// Where the connection is in the protocol, as sd-varlink keeps it: one value, not a set of flags.
+    /// Where the connection is in the protocol, as sd-varlink keeps it: one value, changed only by
+    /// `setState(_:)`.
+    ///
+    /// A call joins the state only when its handler returns without finishing it: a handler that
+    /// replies at once (most do) leaves the state as it was, and the framing loop goes on to the next
+    /// message.
     enum State {
-        /// Waiting for the client's next call (reading).
+        /// Reading: between calls, or inside the handler of the call just read.
         case idle
         /// A call's replies are owed; nothing more is read until it finishes.
         case serving(VarlinkCall)
-        /// The client shut down its sending side: answer the call in progress (if any) and what is
-        /// queued, then close.
+        /// The client shut down its sending side: answer the call in progress (if any), the calls it
+        /// sent before and what is queued, then close.
         case draining(VarlinkCall?)
         case closed(CloseReason)
     }
@@ -43,9 +48,6 @@ final class VarlinkConnection {
     private var outputHead = 0
     private var headOffset = 0
     private(set) var queuedBytes = 0
-    /// Set while framing and dispatching input: a call that finishes inside its handler lets the
-    /// framing loop go on instead of re-entering it.
-    private var dispatching = false
     /// The epoll events asked for now, so they are changed only when they must be.
     private var ioEvents: IOEvents
 
@@ -68,6 +70,9 @@ final class VarlinkConnection {
             Glibc.close(fd)
         }
     }
+
+    /// Every change of `state`.
+    private func setState(_ new: State) { state = new }
 
     var isClosed: Bool {
         if case .closed = state { return true }
@@ -129,8 +134,8 @@ final class VarlinkConnection {
             return true
         case .endOfStream:
             switch state {
-            case .idle: state = .draining(nil)
-            case .serving(let call): state = .draining(call)
+            case .idle: setState(.draining(nil))
+            case .serving(let call): setState(.draining(call))
             case .draining, .closed: break
             }
             updateEvents()
@@ -141,11 +146,7 @@ final class VarlinkConnection {
     }
 
     /// Frames and dispatches complete messages until a call stays open or the input runs out.
-    /// Re-entrant calls (a handler finishing synchronously) fall through to the running loop.
     func processInput() {
-        guard !dispatching else { return }
-        dispatching = true
-        defer { dispatching = false }
         while isReadable || isDrainingIdle {
             let message: ArraySlice<UInt8>
             do {
@@ -206,12 +207,25 @@ final class VarlinkConnection {
             return terminate(VarlinkError(invalid, ["reason": .string("\(name) must be a boolean")]))
         }
         let call = VarlinkCall(method: method, parameters: parameters, more: more, oneway: oneway, connection: self)
-        if !call.oneway {
-            state = isDrainingIdle ? .draining(call) : .serving(call)
-        }
         server.dispatch(call)
-        // No reply is owed for a oneway call; whatever the handler does later goes nowhere.
-        if call.oneway { call.detach() }
+        if call.oneway {
+            // No reply is owed for a oneway call; whatever the handler does later goes nowhere.
+            call.detach()
+        } else if !call.isFinished {
+            keep(call)
+        }
+    }
+
+    /// The handler returned with `call` open: its replies are owed, and no further call is read until
+    /// it finishes. Closed meanwhile (a reply it sent overflowed the queue or failed), the connection
+    /// cancels the call instead.
+    private func keep(_ call: VarlinkCall) {
+        switch state {
+        case .idle: setState(.serving(call))
+        case .draining(nil): setState(.draining(call))
+        case .closed: call.cancel()
+        case .serving, .draining(.some): assertionFailure("a call read while another was open")
+        }
     }
 
     /// Best effort: queue `error` for the client, then disconnect.
@@ -222,15 +236,15 @@ final class VarlinkConnection {
 
     // MARK: Calls
 
+    /// A call finished. Inside its handler it is not the state's yet, and the framing loop simply goes
+    /// on; later, reading resumes now and the calls buffered meanwhile are served on the next iteration,
+    /// not inside whatever code finished the call.
     func callFinished(_ call: VarlinkCall) {
         switch state {
-        case .serving(let current) where current === call: state = .idle
-        case .draining(let current?) where current === call: state = .draining(nil)
+        case .serving(let current) where current === call: setState(.idle)
+        case .draining(let current?) where current === call: setState(.draining(nil))
         default: return
         }
-        // Inside processInput the framing loop simply continues; otherwise resume reading now and
-        // serve buffered calls on the next iteration.
-        guard !dispatching else { return }
         updateEvents()
         if framer.pendingCount > 0 || isDrainingIdle { server.scheduleProcessing(self) }
     }
@@ -325,7 +339,7 @@ final class VarlinkConnection {
     func close(reason: CloseReason) {
         guard !isClosed else { return }
         let call = currentCall
-        state = .closed(reason)
+        setState(.closed(reason))
         // Detach from epoll before the descriptor number can be reused.
         source?.cancel()
         Glibc.close(fd)

@@ -534,6 +534,26 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
                 "parameters"]?["text"] == "hi")
     }
 
+    /// A stream's first reply, sent inside its handler, may overflow the queue: the client is dropped at
+    /// once, and the call, still open when the handler returns, is cancelled.
+    @Test func aStreamDroppedByItsOwnFirstReplyIsCancelled() throws {
+        let h = try Harness(maxQueuedBytes: 64 * 1024)
+        var delivered: Bool?
+        var cancelled = 0
+        let big = VarlinkInterface(description: "interface io.placed.Big\nmethod Watch() -> (text: string)")!
+        h.server.register(big) { call in
+            call.onCancel = { cancelled += 1 }
+            delivered = try call.reply(["text": .string(String(repeating: "b", count: 4 << 20))], continues: true)
+        }
+        let client = try h.connect()
+        client.send(#"{"method":"io.placed.Big.Watch","more":true}"#)
+        #expect(try h.pump { cancelled > 0 })
+        #expect(delivered == false)
+        #expect(cancelled == 1)
+        #expect(h.server.connectionCount == 0)
+        #expect(h.server.openStreams(of: "io.placed.Big.Watch").isEmpty)
+    }
+
     @Test func thousandConcurrentClientsAreAllAnswered() throws {
         let h = try Harness()
         let clients = try (0..<1000).map { _ in try h.connect() }
