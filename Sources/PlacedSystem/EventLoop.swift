@@ -9,10 +9,13 @@ import CSystemd
 /// process sleeps in epoll_wait.
 ///
 /// One thread, as in sd-varlink's and timedated's daemons: the thread that creates the loop runs it,
-/// and every callback, and so all the state they touch, is that thread's alone. No lock guards it.
+/// and every callback, and so all the state they touch, is that thread's alone. No lock guards it; code
+/// that changes such state says so with `preconditionInLoop()`.
 public final class EventLoop {
     /// The underlying `sd_event *`, for libraries that attach themselves (sd-bus).
     public let handle: OpaquePointer
+    /// The thread that created the loop: the only one that may run it or touch what it owns.
+    private let thread = pthread_self()
 
     public init() throws(SystemError) {
         var event: OpaquePointer?
@@ -25,14 +28,23 @@ public final class EventLoop {
     /// Runs until `exit(_:)`; returns the exit code.
     @discardableResult
     public func run() throws(SystemError) -> Int32 {
-        try checkSD(sd_event_loop(handle), "sd_event_loop")
+        preconditionInLoop()
+        return try checkSD(sd_event_loop(handle), "sd_event_loop")
     }
 
     /// Runs one iteration, waiting at most `timeout` microseconds (`UInt64.max`: forever).
     /// Returns false once the loop has exited.
     @discardableResult
     public func runOnce(timeout: UInt64 = .max) throws(SystemError) -> Bool {
-        try checkSD(sd_event_run(handle, timeout), "sd_event_run") > 0 || !hasExited
+        preconditionInLoop()
+        return try checkSD(sd_event_run(handle, timeout), "sd_event_run") > 0 || !hasExited
+    }
+
+    /// Stops a debug build when called on any thread but the loop's (as swift-nio's
+    /// `preconditionInEventLoop`): the check, where state the loop owns changes, that nothing else
+    /// changes it. Nothing in a release build.
+    public func preconditionInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(pthread_equal(thread, pthread_self()) != 0, "not on the event loop's thread", file: file, line: line)
     }
 
     /// CLOCK_MONOTONIC read now, in microseconds (through the vDSO: no system call), where the time the

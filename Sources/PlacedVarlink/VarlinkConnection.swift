@@ -38,6 +38,7 @@ final class VarlinkConnection {
     let fd: Int32
     let credentials: Credentials
     private unowned let server: VarlinkServer
+    private let loop: EventLoop
     private var source: EventSource?
     private(set) var state: State = .idle
 
@@ -57,6 +58,7 @@ final class VarlinkConnection {
         self.fd = fd
         self.credentials = credentials
         self.server = server
+        self.loop = loop
         framer = VarlinkWire.Framer(maximumMessageSize: server.configuration.maxMessageSize)
         ioEvents = .readable
         source = try loop.onIO(fd: fd, events: ioEvents) { [weak self] events in
@@ -71,8 +73,12 @@ final class VarlinkConnection {
         }
     }
 
-    /// Every change of `state`.
-    private func setState(_ new: State) { state = new }
+    /// Every change of `state`, made on the loop's thread alone. (Not through `server`: the server's
+    /// deinit closes its connections.)
+    private func setState(_ new: State) {
+        loop.preconditionInLoop()
+        state = new
+    }
 
     var isClosed: Bool {
         if case .closed = state { return true }

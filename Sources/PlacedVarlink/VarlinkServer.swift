@@ -187,6 +187,7 @@ public final class VarlinkServer {
     // MARK: Accepting
 
     private func acceptClients() {
+        loop.preconditionInLoop()
         // Bounded per wake-up so a connection storm cannot starve the clients already served.
         for _ in 0..<256 {
             let fd = accept(listener, nil, nil)
@@ -225,6 +226,7 @@ public final class VarlinkServer {
     }
 
     func connectionClosed(_ connection: VarlinkConnection) {
+        loop.preconditionInLoop()
         guard connections[connection.fd] === connection else { return }
         connections[connection.fd] = nil
         let uid = connection.credentials.uid

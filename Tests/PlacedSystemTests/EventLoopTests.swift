@@ -91,4 +91,21 @@ import PlacedThreads
         #expect(loop.now >= before && loop.now <= EventLoop.monotonicNow)
         _ = timer
     }
+
+    // An assertion: a debug build stops, a release build checks nothing.
+    #if DEBUG
+        @Test func theLoopsStateIsTouchedOnItsThreadAlone() async {
+            await #expect(processExitsWith: .success) {
+                let loop = try EventLoop()
+                loop.preconditionInLoop()
+            }
+            let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+                let loop = try EventLoop()
+                guard let other = startThread({ loop.preconditionInLoop() }) else { return }
+                pthread_join(other, nil)
+            }
+            let said = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+            #expect(said.contains("not on the event loop's thread"))
+        }
+    #endif
 }

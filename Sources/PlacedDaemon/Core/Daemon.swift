@@ -79,7 +79,9 @@ public final class Daemon: PlacesService, LocationSink {
     /// Makes what was written durable in the main database file: at shutdown.
     public func close() { selections.checkpoint() }
 
+    /// Every change is announced here: on the loop's thread, the only one that may make it.
     private func emit(_ event: DaemonEvent) {
+        loop.preconditionInLoop()
         for subscriber in subscribers { subscriber.handle(event, from: self) }
     }
 
@@ -184,6 +186,8 @@ public final class Daemon: PlacesService, LocationSink {
     public var clock: ServiceClock { ServiceClock(monotonic: loop.now, wall: Self.wallClock()) }
 
     public func authorize(_ caller: Credentials, to access: Access, _ operation: String) throws(ServiceError) {
+        // Every adapter's request begins here, and only the loop's thread serves one.
+        loop.preconditionInLoop()
         let allowed =
             switch access {
             case .read: caller.isRootOrMember(of: writerGroup) || caller.isRootOrMember(of: readerGroup)
@@ -351,6 +355,7 @@ public final class Daemon: PlacesService, LocationSink {
     /// Applies what SIGHUP applies to the core (the distance filter, the writer group, the places
     /// file), then loads the places again. The location source is the assembly's to restart.
     public func apply(_ new: Configuration) {
+        loop.preconditionInLoop()
         let old = configuration
         configuration = new
         if new.distanceFilter != old.distanceFilter, (try? filter.setThreshold(new.distanceFilter)) != nil {
