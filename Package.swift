@@ -41,19 +41,18 @@ let package = Package(
         // Seeded randomness and fixtures shared by the tests and the benchmarks; never in a shipped binary.
         .target(name: "PlacedTestSupport", dependencies: ["PlacedSystem"]),
 
-        // POSIX threads: jobs run in order (the import's pipeline stages), the lock the daemon's threads share.
+        // POSIX threads where they pay: the import's pipeline stages, the fleet export's host name lookup.
         .target(name: "PlacedThreads", swiftSettings: lean),
         // OpenStreetMap .osm.pbf decoding and place selection.
         .target(name: "PlacedOSM", dependencies: ["PlacedCore", "PlacedThreads", "CZlib"], swiftSettings: lean),
         // SQLite: the places file (and the catalog ranked from it), selections, counts, last marker.
         .target(name: "PlacedStore", dependencies: ["PlacedCore", "PlacedThreads", "CSQLite"], swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
-        .target(name: "PlacedSystem", dependencies: ["CSystemd", "PlacedThreads"], swiftSettings: lean),
+        .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
         // Wire forms the daemon writes and its clients read: GeoJSON map features.
         .target(name: "PlacedWire", dependencies: ["PlacedCore", "PlacedJSON"], swiftSettings: lean),
         // The varlink protocol: server, connections, calls, and the framing its clients share.
-        .target(
-            name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem", "PlacedThreads"], swiftSettings: lean),
+        .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
         // gpsd client over libgps: a LocationSource.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
         // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.

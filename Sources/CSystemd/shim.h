@@ -3,7 +3,6 @@
 #include <malloc.h> /* malloc_trim, for PlacedSystem's HeapMemory */
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h> /* EventLoop.waker: another thread wakes the loop */
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>

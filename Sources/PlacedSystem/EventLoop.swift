@@ -1,5 +1,4 @@
 import CSystemd
-import PlacedThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -9,64 +8,48 @@ import PlacedThreads
 /// varlink, timers, signals) plugs a source into it; nothing polls, and with no sources ready the
 /// process sleeps in epoll_wait.
 ///
-/// The thread that creates the loop runs it and holds `lock` from then on, except while it waits for
-/// events: every callback runs with the lock held.
+/// One thread, as in sd-varlink's and timedated's daemons: the thread that creates the loop runs it,
+/// and every callback, and so all the state they touch, is that thread's alone. No lock guards it; code
+/// that changes such state says so with `preconditionInLoop()`.
 public final class EventLoop {
     /// The underlying `sd_event *`, for libraries that attach themselves (sd-bus).
     public let handle: OpaquePointer
-
-    /// The lock on everything the loop's callbacks touch (the daemon's state), held by the loop's thread
-    /// except inside `sd_event_wait`. Another thread that takes it (a varlink request thread) then runs
-    /// alone with that state, and while the loop sleeps it takes it without a system call. Such a
-    /// thread must leave sd-event itself alone (sources, timers, `now`): `sd_event_wait` works on them
-    /// without the lock once its epoll_wait returns. It asks the loop for such work through a `waker`.
-    public let lock = ThreadLock()
+    /// The thread that created the loop: the only one that may run it or touch what it owns.
+    private let thread = pthread_self()
 
     public init() throws(SystemError) {
         var event: OpaquePointer?
         try checkSD(sd_event_new(&event), "sd_event_new")
         handle = event!
-        lock.lock()
     }
 
-    deinit {
-        sd_event_unref(handle)
-        lock.unlock()
-    }
+    deinit { sd_event_unref(handle) }
 
     /// Runs until `exit(_:)`; returns the exit code.
     @discardableResult
     public func run() throws(SystemError) -> Int32 {
-        while !hasExited { _ = try iterate(timeout: .max) }
-        var code: Int32 = 0
-        try checkSD(sd_event_get_exit_code(handle, &code), "sd_event_get_exit_code")
-        return code
+        preconditionInLoop()
+        return try checkSD(sd_event_loop(handle), "sd_event_loop")
     }
 
     /// Runs one iteration, waiting at most `timeout` microseconds (`UInt64.max`: forever).
     /// Returns false once the loop has exited.
     @discardableResult
     public func runOnce(timeout: UInt64 = .max) throws(SystemError) -> Bool {
-        try iterate(timeout: timeout) || !hasExited
+        preconditionInLoop()
+        return try checkSD(sd_event_run(handle, timeout), "sd_event_run") > 0 || !hasExited
     }
 
-    /// `sd_event_run`'s three steps, the lock released around the wait alone; whether anything was
-    /// dispatched.
-    private func iterate(timeout: UInt64) throws(SystemError) -> Bool {
-        var ready = try checkSD(sd_event_prepare(handle), "sd_event_prepare")
-        if ready == 0 {
-            lock.unlock()
-            let waited = sd_event_wait(handle, timeout)
-            lock.lock()
-            ready = try checkSD(waited, "sd_event_wait")
-        }
-        guard ready > 0 else { return false }
-        try checkSD(sd_event_dispatch(handle), "sd_event_dispatch")
-        return true
+    /// Stops a debug build when called on any thread but the loop's (as swift-nio's
+    /// `preconditionInEventLoop`): the check, where state the loop owns changes, that nothing else
+    /// changes it. Nothing in a release build.
+    public func preconditionInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(pthread_equal(thread, pthread_self()) != 0, "not on the event loop's thread", file: file, line: line)
     }
 
-    /// CLOCK_MONOTONIC read now, in microseconds (through the vDSO: no system call), for code that may
-    /// run off the loop's thread, where `now` is not to be read.
+    /// CLOCK_MONOTONIC read now, in microseconds (through the vDSO: no system call), where the time the
+    /// loop cached for its iteration (`now`) would be earlier than a library's own clock reading
+    /// (libmosquitto's, of its last write and read).
     public static var monotonicNow: UInt64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
@@ -147,23 +130,6 @@ public final class EventLoop {
         return EventSource(source!, box)
     }
 
-    /// A way for another thread to have `handler` run on the loop (with the lock held, as every
-    /// callback): `LoopWaker.wake()`.
-    public func waker(_ handler: @escaping () -> Void) throws(SystemError) -> LoopWaker {
-        let fd = try checkPOSIX(eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)), "eventfd")
-        do {
-            let source = try onIO(fd: fd) { _ in
-                var count: UInt64 = 0
-                _ = read(fd, &count, MemoryLayout<UInt64>.size)
-                handler()
-            }
-            return LoopWaker(fd: fd, source: source)
-        } catch {
-            Glibc.close(fd)
-            throw error
-        }
-    }
-
     /// Runs `handler` once, on the next iteration, before waiting for I/O.
     public func onNextIteration(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
         let box = EventSource.Box(.plain(handler))
@@ -177,29 +143,6 @@ public final class EventLoop {
                 }, box.opaque), "sd_event_add_defer")
         try checkSD(sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT)), "sd_event_source_set_enabled")
         return EventSource(source!, box)
-    }
-}
-
-/// Wakes its loop from any thread: the loop then runs the waker's handler once for one or more `wake()`s
-/// (an eventfd counts them). Release it on the loop's thread.
-public final class LoopWaker: @unchecked Sendable {
-    private let fd: Int32
-    private let source: EventSource
-
-    init(fd: Int32, source: EventSource) {
-        self.fd = fd
-        self.source = source
-    }
-
-    deinit {
-        source.cancel()
-        Glibc.close(fd)
-    }
-
-    /// One write to the eventfd; safe from any thread (the descriptor stays open while the waker lives).
-    public func wake() {
-        var one: UInt64 = 1
-        _ = write(fd, &one, MemoryLayout<UInt64>.size)
     }
 }
 

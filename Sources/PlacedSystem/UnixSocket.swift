@@ -122,17 +122,6 @@ public enum UnixSocket {
         try checkPOSIX(fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(O_NONBLOCK)")
     }
 
-    /// Reads and writes on `fd` wait (a thread blocked in `recv` on one connection), a read at most
-    /// `readTimeout` microseconds (then it fails with EAGAIN); calls that say MSG_DONTWAIT still do not wait.
-    public static func setBlocking(_ fd: Int32, readTimeout: UInt64) throws(SystemError) {
-        var timeout = timeval(tv_sec: Int(readTimeout / 1_000_000), tv_usec: Int(readTimeout % 1_000_000))
-        try checkPOSIX(
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)),
-            "setsockopt(SO_RCVTIMEO)")
-        let flags = try checkPOSIX(fcntl(fd, F_GETFL), "fcntl(F_GETFL)")
-        try checkPOSIX(fcntl(fd, F_SETFL, flags & ~O_NONBLOCK), "fcntl(~O_NONBLOCK)")
-    }
-
     /// What a non-blocking read or write on a connected socket came to.
     public enum Transfer: Equatable, Sendable {
         /// This many bytes (more than 0).

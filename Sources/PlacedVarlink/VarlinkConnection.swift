@@ -1,32 +1,32 @@
 import PlacedJSON
 import PlacedSystem
-import PlacedThreads
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// One client of a `VarlinkServer`: its protocol state, its input framer and its bounded output
-/// queue. All I/O is non-blocking on the server's loop.
+/// queue. All I/O is non-blocking on the server's loop, and the connection is the loop's thread's alone.
 ///
 /// Flow control: while a call is in progress the connection stops reading, so a client that
 /// pipelines requests is held back by its own socket buffer, never by our memory. Output is written
 /// at once when the socket takes it; the rest waits in a queue of at most `maxQueuedBytes`, and
 /// EPOLLOUT is requested only while that queue is non-empty. A client whose queue would overflow
 /// is dropped.
-///
-/// A connection whose calls are all to the server's off-loop methods leaves the loop for a request
-/// thread (`RequestThreads`) and comes back when it needs the loop; while away (`onThread`) its source
-/// is off and nothing here touches the loop. Every property is used with the loop's lock held.
 final class VarlinkConnection {
-    /// Where the connection is in the protocol, as sd-varlink keeps it: one value, not a set of flags.
+    /// Where the connection is in the protocol, as sd-varlink keeps it: one value, changed only by
+    /// `setState(_:)`.
+    ///
+    /// A call joins the state only when its handler returns without finishing it: a handler that
+    /// replies at once (most do) leaves the state as it was, and the framing loop goes on to the next
+    /// message.
     enum State {
-        /// Waiting for the client's next call (reading).
+        /// Reading: between calls, or inside the handler of the call just read.
         case idle
         /// A call's replies are owed; nothing more is read until it finishes.
         case serving(VarlinkCall)
-        /// The client shut down its sending side: answer the call in progress (if any) and what is
-        /// queued, then close.
+        /// The client shut down its sending side: answer the call in progress (if any), the calls it
+        /// sent before and what is queued, then close.
         case draining(VarlinkCall?)
         case closed(CloseReason)
     }
@@ -38,6 +38,7 @@ final class VarlinkConnection {
     let fd: Int32
     let credentials: Credentials
     private unowned let server: VarlinkServer
+    private let loop: EventLoop
     private var source: EventSource?
     private(set) var state: State = .idle
 
@@ -48,17 +49,8 @@ final class VarlinkConnection {
     private var outputHead = 0
     private var headOffset = 0
     private(set) var queuedBytes = 0
-    /// Set while framing and dispatching input: a call that finishes inside its handler lets the
-    /// framing loop go on instead of re-entering it.
-    private var dispatching = false
     /// The epoll events asked for now, so they are changed only when they must be.
     private var ioEvents: IOEvents
-    /// With a request thread: the source is off, replies are queued for the thread to send.
-    private(set) var onThread = false
-    /// The last call dispatched was to an off-loop method (made without `more` or `oneway`).
-    private var lastCallOffLoop = false
-    /// O_NONBLOCK cleared for the thread's blocking `recv` (the loop's calls say MSG_DONTWAIT each).
-    private var isBlocking = false
 
     init(fd: Int32, credentials: Credentials, server: VarlinkServer, loop: EventLoop)
         throws(SystemError)
@@ -66,6 +58,7 @@ final class VarlinkConnection {
         self.fd = fd
         self.credentials = credentials
         self.server = server
+        self.loop = loop
         framer = VarlinkWire.Framer(maximumMessageSize: server.configuration.maxMessageSize)
         ioEvents = .readable
         source = try loop.onIO(fd: fd, events: ioEvents) { [weak self] events in
@@ -78,6 +71,13 @@ final class VarlinkConnection {
             source?.cancel()
             Glibc.close(fd)
         }
+    }
+
+    /// Every change of `state`, made on the loop's thread alone. (Not through `server`: the server's
+    /// deinit closes its connections.)
+    private func setState(_ new: State) {
+        loop.preconditionInLoop()
+        state = new
     }
 
     var isClosed: Bool {
@@ -102,7 +102,6 @@ final class VarlinkConnection {
     // MARK: Events
 
     private func handle(events: IOEvents) {
-        guard !onThread else { return }
         if events.contains(.error) { return close(reason: .ioError) }
         if events.contains(.writable) { flush() }
         guard !isClosed else { return }
@@ -118,7 +117,7 @@ final class VarlinkConnection {
     /// nobody is left to read its replies.
     private func hangUp() {
         while isReadable, readOnce() {
-            processInput(mayLeave: false)
+            processInput()
         }
         close(reason: .peerClosed)
     }
@@ -141,8 +140,8 @@ final class VarlinkConnection {
             return true
         case .endOfStream:
             switch state {
-            case .idle: state = .draining(nil)
-            case .serving(let call): state = .draining(call)
+            case .idle: setState(.draining(nil))
+            case .serving(let call): setState(.draining(call))
             case .draining, .closed: break
             }
             updateEvents()
@@ -152,13 +151,8 @@ final class VarlinkConnection {
         }
     }
 
-    /// Frames and dispatches complete messages until a call stays open or the input runs out; then
-    /// the connection may leave for a request thread (not while the peer is hanging up).
-    /// Re-entrant calls (a handler finishing synchronously) fall through to the running loop.
-    func processInput(mayLeave: Bool = true) {
-        guard !dispatching, !onThread else { return }
-        dispatching = true
-        defer { dispatching = false }
+    /// Frames and dispatches complete messages until a call stays open or the input runs out.
+    func processInput() {
         while isReadable || isDrainingIdle {
             let message: ArraySlice<UInt8>
             do {
@@ -180,7 +174,6 @@ final class VarlinkConnection {
             guard !isClosed else { return }
         }
         framer.compact()
-        if mayLeave, leaveLoop() { return }
         updateEvents()
         closeIfDone()
     }
@@ -192,38 +185,21 @@ final class VarlinkConnection {
     }
 
     private func handleMessage(_ bytes: ArraySlice<UInt8>) {
-        switch Self.parse(bytes, invalidMessageError: server.configuration.invalidMessageError) {
-        case .success(let message): start(message)
-        case .failure(let error): terminate(error)
-        }
-    }
-
-    /// A message read as a call: what `VarlinkCall` is made of.
-    struct CallMessage {
-        var method: String
-        var parameters: [String: JSON]
-        var more: Bool
-        var oneway: Bool
-    }
-
-    /// Reads a message as a call, or names why it is not one (`invalidMessageError`, with a `reason`).
-    static func parse(_ bytes: ArraySlice<UInt8>, invalidMessageError invalid: String) -> Result<
-        CallMessage, VarlinkError
-    > {
+        let invalid = server.configuration.invalidMessageError
         let message: JSON
         do {
             message = try JSON(parsing: bytes)
         } catch {
-            return .failure(VarlinkError(invalid, ["reason": .string(error.description)]))
+            return terminate(VarlinkError(invalid, ["reason": .string(error.description)]))
         }
         guard case .object(let fields) = message, let method = fields["method"]?.string else {
-            return .failure(VarlinkError(invalid, ["reason": "expected an object with a method"]))
+            return terminate(VarlinkError(invalid, ["reason": "expected an object with a method"]))
         }
         var parameters: [String: JSON] = [:]
         switch fields["parameters"] {
         case nil, .null?: break
         case .object(let object)?: parameters = object
-        default: return .failure(VarlinkError(invalid, ["reason": "parameters must be an object"]))
+        default: return terminate(VarlinkError(invalid, ["reason": "parameters must be an object"]))
         }
         func flag(_ name: String) -> Bool? {
             switch fields[name] {
@@ -234,158 +210,28 @@ final class VarlinkConnection {
         }
         guard let more = flag("more"), let oneway = flag("oneway"), flag("upgrade") != nil else {
             let name = ["more", "oneway", "upgrade"].first { flag($0) == nil }!
-            return .failure(VarlinkError(invalid, ["reason": .string("\(name) must be a boolean")]))
+            return terminate(VarlinkError(invalid, ["reason": .string("\(name) must be a boolean")]))
         }
-        return .success(CallMessage(method: method, parameters: parameters, more: more, oneway: oneway))
-    }
-
-    private func start(_ message: CallMessage) {
-        let call = VarlinkCall(
-            method: message.method, parameters: message.parameters, more: message.more, oneway: message.oneway,
-            connection: self)
-        if !call.oneway {
-            state = isDrainingIdle ? .draining(call) : .serving(call)
-        }
-        lastCallOffLoop = server.servesOffLoop(message)
+        let call = VarlinkCall(method: method, parameters: parameters, more: more, oneway: oneway, connection: self)
         server.dispatch(call)
-        // No reply is owed for a oneway call; whatever the handler does later goes nowhere.
-        if call.oneway { call.detach() }
-    }
-
-    // MARK: Request threads
-
-    /// Whether the loop may give a connection to a request thread after serving its input: its last call
-    /// was to an off-loop method and nothing else is open on it — no call (a Watch, a deferred reply),
-    /// no queued output, no input not yet taken as a call, and the client has not shut down its side.
-    static func mayLeaveLoop(lastCallOffLoop: Bool, idle: Bool, pendingInput: Int, queuedOutput: Int) -> Bool {
-        lastCallOffLoop && idle && pendingInput == 0 && queuedOutput == 0
-    }
-
-    /// Loop thread: hands the connection to a request thread if it may leave and a thread can take it.
-    private func leaveLoop() -> Bool {
-        guard
-            Self.mayLeaveLoop(
-                lastCallOffLoop: lastCallOffLoop, idle: isReadable, pendingInput: framer.pendingCount,
-                queuedOutput: queuedBytes),
-            let threads = server.requestThreads, threads.canTakeConnection
-        else { return false }
-        if !isBlocking {
-            // Once for the connection's life: the loop's own reads and writes say MSG_DONTWAIT.
-            guard (try? UnixSocket.setBlocking(fd, readTimeout: RequestThreads.idleTimeout)) != nil else {
-                return false
-            }
-            isBlocking = true
-        }
-        do { try source?.setEnabled(false) } catch {
-            close(reason: .ioError)
-            return true
-        }
-        onThread = true
-        guard threads.handOver(self) else {
-            onThread = false
-            do { try source?.setEnabled(true) } catch { close(reason: .ioError) }
-            return isClosed
-        }
-        return true
-    }
-
-    /// On a request thread, with the loop's lock held (released only around `recv` and `send`, held
-    /// again on return): answers the calls to off-loop methods as they come, until the connection
-    /// needs the loop; then says what the loop is to do with it.
-    func serveOffLoop(
-        scratch: UnsafeMutableRawBufferPointer, lock: ThreadLock, stopping: () -> Bool
-    ) -> RequestThreads.Return {
-        dispatching = true
-        defer { dispatching = false }
-        while true {
-            // One call at a time, each reply sent before the next is read: the queue holds one reply.
-            while !stopping() {
-                let bytes: ArraySlice<UInt8>
-                do {
-                    guard let next = try framer.peekMessage() else { break }
-                    bytes = next
-                } catch {
-                    return .resume  // too large: the loop names it and disconnects
-                }
-                guard case .success(let message) = Self.parse(bytes, invalidMessageError: ""),
-                    server.servesOffLoop(message)
-                else { return .resume }
-                _ = try? framer.nextMessage()
-                start(message)
-                guard case .idle = state else { return .resume }  // a reply still owed: the loop's to wait for
-                if let outcome = sendQueued(lock: lock) { return outcome }
-            }
-            framer.compact()
-            if stopping() { return .resume }
-            lock.unlock()
-            let count = recv(fd, scratch.baseAddress, scratch.count, 0)
-            let failure = errno
-            lock.lock()
-            if stopping() { return .resume }
-            guard count > 0 else {
-                if count < 0 && failure == EINTR { continue }
-                // End of input or an error: the loop reads it again and goes on as it does. A client quiet
-                // for `idleTimeout` (EAGAIN) goes back too, so that idle clients do not keep the threads.
-                return .resume
-            }
-            framer.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+        if call.oneway {
+            // No reply is owed for a oneway call; whatever the handler does later goes nowhere.
+            call.detach()
+        } else if !call.isFinished {
+            keep(call)
         }
     }
 
-    /// On the thread: sends the queued replies without the lock; nil when the socket took them all, else
-    /// what the loop is to do (the rest stays queued for the loop to write, under its bound).
-    private func sendQueued(lock: ThreadLock) -> RequestThreads.Return? {
-        guard outputHead < output.count else { return nil }
-        let chunks = output[outputHead...]
-        var offset = headOffset
-        var sent = 0
-        var failed = false
-        lock.unlock()
-        for chunk in chunks {
-            let transfer = try? chunk.withUnsafeBytes { buffer throws(SystemError) in
-                try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: buffer[offset...]))
-            }
-            guard case .bytes(let written)? = transfer else {
-                failed = transfer == nil
-                break
-            }
-            sent += written
-            offset += written
-            guard offset == chunk.count else { break }
-            offset = 0
+    /// The handler returned with `call` open: its replies are owed, and no further call is read until
+    /// it finishes. Closed meanwhile (a reply it sent overflowed the queue or failed), the connection
+    /// cancels the call instead.
+    private func keep(_ call: VarlinkCall) {
+        switch state {
+        case .idle: setState(.serving(call))
+        case .draining(nil): setState(.draining(call))
+        case .closed: call.cancel()
+        case .serving, .draining(.some): assertionFailure("a call read while another was open")
         }
-        lock.lock()
-        queuedBytes -= sent
-        while outputHead < output.count, sent > 0 {
-            let left = output[outputHead].count - headOffset
-            if sent >= left {
-                sent -= left
-                outputHead += 1
-                headOffset = 0
-            } else {
-                headOffset += sent
-                sent = 0
-            }
-        }
-        if outputHead == output.count {
-            output = []
-            outputHead = 0
-            headOffset = 0
-            return nil
-        }
-        return failed ? .close(.ioError) : .resume
-    }
-
-    /// Loop thread: the connection is back from its request thread.
-    func resumeOnLoop(_ outcome: RequestThreads.Return) {
-        guard onThread, !isClosed else { return }
-        onThread = false
-        // Not straight back: the loop serves what the thread left before the connection may leave again.
-        lastCallOffLoop = false
-        if case .close(let reason) = outcome { return close(reason: reason) }
-        do { try source?.setEnabled(true) } catch { return close(reason: .ioError) }
-        updateEvents()
-        processInput()
     }
 
     /// Best effort: queue `error` for the client, then disconnect.
@@ -396,15 +242,15 @@ final class VarlinkConnection {
 
     // MARK: Calls
 
+    /// A call finished. Inside its handler it is not the state's yet, and the framing loop simply goes
+    /// on; later, reading resumes now and the calls buffered meanwhile are served on the next iteration,
+    /// not inside whatever code finished the call.
     func callFinished(_ call: VarlinkCall) {
         switch state {
-        case .serving(let current) where current === call: state = .idle
-        case .draining(let current?) where current === call: state = .draining(nil)
+        case .serving(let current) where current === call: setState(.idle)
+        case .draining(let current?) where current === call: setState(.draining(nil))
         default: return
         }
-        // Inside processInput the framing loop simply continues; otherwise resume reading now and
-        // serve buffered calls on the next iteration.
-        guard !dispatching else { return }
         updateEvents()
         if framer.pendingCount > 0 || isDrainingIdle { server.scheduleProcessing(self) }
     }
@@ -415,7 +261,7 @@ final class VarlinkConnection {
     /// was just dropped because its queue is full.
     func send(_ bytes: [UInt8]) -> Bool {
         guard !isClosed else { return false }
-        guard output.count == outputHead, !onThread else {
+        guard output.count == outputHead else {
             enqueue(bytes, offset: 0)
             return !isClosed
         }
@@ -436,9 +282,7 @@ final class VarlinkConnection {
 
     private func enqueue(_ bytes: [UInt8], offset: Int) {
         let remaining = bytes.count - offset
-        // On a thread the queue holds the one reply being answered (sent before the next call is read);
-        // a client that does not take it goes back to the loop, where the bound applies.
-        guard onThread || queuedBytes + remaining <= server.configuration.maxQueuedBytes else {
+        guard queuedBytes + remaining <= server.configuration.maxQueuedBytes else {
             return close(reason: .queueFull)
         }
         if output.count == outputHead {
@@ -487,7 +331,7 @@ final class VarlinkConnection {
     }
 
     private func updateEvents() {
-        guard !isClosed, !onThread else { return }
+        guard !isClosed else { return }
         var events: IOEvents = []
         if isReadable { events.insert(.readable) }
         if outputHead < output.count { events.insert(.writable) }
@@ -501,7 +345,7 @@ final class VarlinkConnection {
     func close(reason: CloseReason) {
         guard !isClosed else { return }
         let call = currentCall
-        state = .closed(reason)
+        setState(.closed(reason))
         // Detach from epoll before the descriptor number can be reused.
         source?.cancel()
         Glibc.close(fd)

@@ -12,10 +12,7 @@ import PlacedSystem
 /// Robustness: messages are limited to `maxMessageSize` bytes (larger: a named error, then
 /// disconnect); input that is not a varlink call gets a named error and a disconnect; each client's
 /// unsent output is bounded by `maxQueuedBytes` and a client that stops reading is dropped when it
-/// fills. None of it touches other clients. Loop thread only (request threads take the loop's lock).
-///
-/// With `requestThreads`, connections that call only the methods registered as served off the loop
-/// are served by that many threads, each blocked in `recv` on its connection (`RequestThreads`).
+/// fills. None of it touches other clients. Loop thread only.
 public final class VarlinkServer {
     public struct Configuration: Sendable {
         /// `GetInfo` fields.
@@ -32,9 +29,6 @@ public final class VarlinkServer {
         /// Connections of one user beyond this many are closed at once, so that no one user (the
         /// socket is open to all) can take every connection: sd-varlink's quarter of the whole.
         public var maxConnectionsPerUser = 1024
-        /// Threads that serve connections calling only off-loop methods (`register(_:servedOffLoop:handler:)`);
-        /// 0: none, every connection stays on the loop.
-        public var requestThreads = 0
         /// Error sent before disconnecting a client whose message exceeds `maxMessageSize`
         /// (parameters: `limit`).
         public var messageTooLargeError: String
@@ -71,10 +65,6 @@ public final class VarlinkServer {
     private var acceptSource: EventSource?
     private var acceptRetry: EventSource?
     private var interfaces: [(interface: VarlinkInterface, handler: Handler)] = []
-    /// Fully qualified methods a request thread may serve.
-    private var offLoopMethods: Set<String> = []
-    /// Started at the first connection that may leave the loop.
-    private var threads: RequestThreads?
     private var connections: [Int32: VarlinkConnection] = [:]
     /// How many of `connections` each user has.
     private var connectionsByUser: [uid_t: Int] = [:]
@@ -124,32 +114,9 @@ public final class VarlinkServer {
 
     /// Adds an interface: its calls go to `handler`. The first one registered after
     /// `org.varlink.service` is listed first by `GetInfo`.
-    ///
-    /// `servedOffLoop`: methods (names within the interface) whose calls a request thread may hand to
-    /// `handler`, with the loop's lock held: their handling must not touch the loop itself (sources,
-    /// timers, `EventLoop.now`), must finish the call before returning, and must not disturb other
-    /// connections.
-    public func register(
-        _ interface: VarlinkInterface, servedOffLoop: [String] = [], handler: @escaping Handler
-    ) {
+    public func register(_ interface: VarlinkInterface, handler: @escaping Handler) {
         interfaces.removeAll { $0.interface.name == interface.name }
         interfaces.append((interface, handler))
-        offLoopMethods = offLoopMethods.filter { !$0.hasPrefix(interface.name + ".") }
-        for member in servedOffLoop where interface.methods.contains(member) {
-            offLoopMethods.insert(interface.name + "." + member)
-        }
-    }
-
-    /// Whether a request thread may serve `message`: a call to an off-loop method wanting one reply.
-    func servesOffLoop(_ message: VarlinkConnection.CallMessage) -> Bool {
-        !message.more && !message.oneway && offLoopMethods.contains(message.method)
-    }
-
-    /// The request threads, once a connection may use them; nil without any.
-    var requestThreads: RequestThreads? {
-        guard configuration.requestThreads > 0, acceptSource != nil else { return nil }
-        if threads == nil { threads = RequestThreads(limit: configuration.requestThreads, loop: loop) }
-        return threads
     }
 
     /// Open client connections.
@@ -210,9 +177,6 @@ public final class VarlinkServer {
         processingSource = nil
         Glibc.close(listener)
         boundFile?.remove()
-        // The threads give their connections back first, so that each is closed here on the loop's thread.
-        threads?.stop()
-        threads = nil
         let all = connections.values
         connections = [:]
         connectionsByUser = [:]
@@ -223,6 +187,7 @@ public final class VarlinkServer {
     // MARK: Accepting
 
     private func acceptClients() {
+        loop.preconditionInLoop()
         // Bounded per wake-up so a connection storm cannot starve the clients already served.
         for _ in 0..<256 {
             let fd = accept(listener, nil, nil)
@@ -261,6 +226,7 @@ public final class VarlinkServer {
     }
 
     func connectionClosed(_ connection: VarlinkConnection) {
+        loop.preconditionInLoop()
         guard connections[connection.fd] === connection else { return }
         connections[connection.fd] = nil
         let uid = connection.credentials.uid

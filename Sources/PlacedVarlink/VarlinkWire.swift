@@ -137,19 +137,6 @@ public enum VarlinkWire {
             return message
         }
 
-        /// The next complete message's bytes without taking it (`nextMessage()` then takes it), so that a
-        /// reader may leave it for another; nil until one is complete.
-        public mutating func peekMessage() throws(ProtocolError) -> ArraySlice<UInt8>? {
-            guard let end = buffer[scanned...].firstIndex(of: 0) else {
-                scanned = buffer.count
-                if buffer.count - consumed > maximumMessageSize { throw tooLarge }
-                return nil
-            }
-            if end - consumed > maximumMessageSize { throw tooLarge }
-            scanned = end
-            return buffer[consumed..<end]
-        }
-
         /// The next complete message, parsed; nil until one is complete.
         public mutating func next() throws(ProtocolError) -> JSON? {
             guard let bytes = try nextMessage() else { return nil }

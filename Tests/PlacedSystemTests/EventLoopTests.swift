@@ -82,43 +82,6 @@ import PlacedThreads
         #expect(got)
         _ = (source, sender)
     }
-}
-
-/// What a test's thread reports to the loop's; written before `wake()`, read after the loop woke.
-private final class Report: @unchecked Sendable {
-    var lockedWhileLoopWaited = false
-    var lockFreeDuringCallback: Bool?
-}
-
-@Suite struct EventLoopLockTests {
-    @Test func theLoopHoldsItsLockExceptWhileItWaits() throws {
-        let loop = try EventLoop()
-        let report = Report()
-        var woken = 0
-        let waker = try loop.waker { woken += 1 }
-        // A callback runs with the lock held: another thread cannot take it meanwhile.
-        let probe = try loop.onNextIteration {
-            let thread = startThread {
-                report.lockFreeDuringCallback = loop.lock.tryLock()
-                if report.lockFreeDuringCallback == true { loop.lock.unlock() }
-            }!
-            pthread_join(thread, nil)
-        }
-        try loop.runOnce(timeout: 0)
-        #expect(report.lockFreeDuringCallback == false)
-        // While the loop waits (here for nothing but the waker) another thread takes the lock, then wakes it.
-        let thread = startThread {
-            usleep(20_000)
-            loop.lock.withLock { report.lockedWhileLoopWaited = true }
-            waker.wake()
-        }!
-        let deadline = EventLoop.monotonicNow + 10_000_000
-        while woken == 0 && EventLoop.monotonicNow < deadline { try loop.runOnce(timeout: 1_000_000) }
-        pthread_join(thread, nil)
-        #expect(woken == 1)
-        #expect(report.lockedWhileLoopWaited)
-        _ = probe
-    }
 
     @Test func monotonicNowIsTheLoopsClock() throws {
         let loop = try EventLoop()
@@ -128,4 +91,21 @@ private final class Report: @unchecked Sendable {
         #expect(loop.now >= before && loop.now <= EventLoop.monotonicNow)
         _ = timer
     }
+
+    // An assertion: a debug build stops, a release build checks nothing.
+    #if DEBUG
+        @Test func theLoopsStateIsTouchedOnItsThreadAlone() async {
+            await #expect(processExitsWith: .success) {
+                let loop = try EventLoop()
+                loop.preconditionInLoop()
+            }
+            let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+                let loop = try EventLoop()
+                guard let other = startThread({ loop.preconditionInLoop() }) else { return }
+                pthread_join(other, nil)
+            }
+            let said = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+            #expect(said.contains("not on the event loop's thread"))
+        }
+    #endif
 }

@@ -9,8 +9,6 @@ import Testing
 /// What the threads share; every access is made with the lock under test held.
 private final class Shared: @unchecked Sendable {
     var count = 0
-    var ready = false
-    var sawFree: Bool?
 }
 
 struct ThreadLockTests {
@@ -32,39 +30,6 @@ struct ThreadLockTests {
         #expect(threads.count == 4)
         for thread in threads { pthread_join(thread, nil) }
         #expect(shared.count == 200_000)
-    }
-
-    @Test func tryLockFailsWhileAnotherThreadHoldsIt() {
-        let lock = ThreadLock()
-        let shared = Shared()
-        lock.lock()
-        let thread = startThread { shared.sawFree = lock.tryLock() }!
-        pthread_join(thread, nil)
-        #expect(shared.sawFree == false)
-        lock.unlock()
-        let again = startThread {
-            shared.sawFree = lock.tryLock()
-            if shared.sawFree == true { lock.unlock() }
-        }!
-        pthread_join(again, nil)
-        #expect(shared.sawFree == true)
-    }
-
-    @Test func waitReleasesTheLockUntilBroadcast() {
-        let lock = ThreadLock()
-        let shared = Shared()
-        lock.lock()
-        let thread = startThread(stackSize: 64 * 1024) {
-            // Gets the lock only because the waiter below released it.
-            lock.withLock {
-                shared.ready = true
-                lock.broadcast()
-            }
-        }!
-        while !shared.ready { lock.wait() }
-        #expect(shared.ready)
-        lock.unlock()
-        pthread_join(thread, nil)
     }
 }
 

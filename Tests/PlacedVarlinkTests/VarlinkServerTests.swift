@@ -41,13 +41,11 @@ private final class Harness {
     /// Calls the handler kept without answering (`Slow`), and every call seen.
     var held: [VarlinkCall] = []
     var seen: [String] = []
-    /// The thread each call was handled on (request threads take the loop's lock to write here).
-    var handledOn: [pthread_t] = []
     var cancelled = 0
 
     init(
         maxQueuedBytes: Int = 256 * 1024, maxConnections: Int = 4096, maxConnectionsPerUser: Int = 1024,
-        mode: mode_t = 0o660, requestThreads: Int = 0
+        mode: mode_t = 0o660
     ) throws {
         directory = makeTemporaryDirectory("placed-varlink")
         path = directory + "/io.placed.Test"
@@ -58,11 +56,8 @@ private final class Harness {
         configuration.maxQueuedBytes = maxQueuedBytes
         configuration.maxConnections = maxConnections
         configuration.maxConnectionsPerUser = maxConnectionsPerUser
-        configuration.requestThreads = requestThreads
         server = try VarlinkServer(loop: loop, path: path, mode: mode, configuration: configuration)
-        server.register(testInterface, servedOffLoop: ["Echo", "NoSuchMethod"]) { [unowned self] call in
-            try self.handle(call)
-        }
+        server.register(testInterface) { [unowned self] call in try self.handle(call) }
     }
 
     deinit {
@@ -72,7 +67,6 @@ private final class Harness {
 
     func handle(_ call: VarlinkCall) throws {
         seen.append(call.method)
-        handledOn.append(pthread_self())
         switch call.member {
         case "Echo":
             try call.rejectUnknownParameters(allowing: ["text", "count"])
@@ -540,6 +534,26 @@ private func errorName(_ reply: JSON) -> String? { reply["error"]?.string }
                 "parameters"]?["text"] == "hi")
     }
 
+    /// A stream's first reply, sent inside its handler, may overflow the queue: the client is dropped at
+    /// once, and the call, still open when the handler returns, is cancelled.
+    @Test func aStreamDroppedByItsOwnFirstReplyIsCancelled() throws {
+        let h = try Harness(maxQueuedBytes: 64 * 1024)
+        var delivered: Bool?
+        var cancelled = 0
+        let big = VarlinkInterface(description: "interface io.placed.Big\nmethod Watch() -> (text: string)")!
+        h.server.register(big) { call in
+            call.onCancel = { cancelled += 1 }
+            delivered = try call.reply(["text": .string(String(repeating: "b", count: 4 << 20))], continues: true)
+        }
+        let client = try h.connect()
+        client.send(#"{"method":"io.placed.Big.Watch","more":true}"#)
+        #expect(try h.pump { cancelled > 0 })
+        #expect(delivered == false)
+        #expect(cancelled == 1)
+        #expect(h.server.connectionCount == 0)
+        #expect(h.server.openStreams(of: "io.placed.Big.Watch").isEmpty)
+    }
+
     @Test func thousandConcurrentClientsAreAllAnswered() throws {
         let h = try Harness()
         let clients = try (0..<1000).map { _ in try h.connect() }
@@ -883,102 +897,5 @@ private let pythonWithVarlink: String? = {
         #expect(who?["uid"] == 65534)
         #expect(who?["gid"] == 65534)
         #expect(who?["groups"] == [4242, 4343])
-    }
-}
-
-@Suite struct RequestThreadTests {
-    @Test func aConnectionLeavesTheLoopOnlyWithNothingOpen() {
-        #expect(VarlinkConnection.mayLeaveLoop(lastCallOffLoop: true, idle: true, pendingInput: 0, queuedOutput: 0))
-        #expect(!VarlinkConnection.mayLeaveLoop(lastCallOffLoop: false, idle: true, pendingInput: 0, queuedOutput: 0))
-        #expect(!VarlinkConnection.mayLeaveLoop(lastCallOffLoop: true, idle: false, pendingInput: 0, queuedOutput: 0))
-        #expect(!VarlinkConnection.mayLeaveLoop(lastCallOffLoop: true, idle: true, pendingInput: 1, queuedOutput: 0))
-        #expect(!VarlinkConnection.mayLeaveLoop(lastCallOffLoop: true, idle: true, pendingInput: 0, queuedOutput: 9))
-    }
-
-    @Test func onlyPlainCallsToOffLoopMethodsAreServedOffTheLoop() throws {
-        let h = try Harness(requestThreads: 2)
-        func message(_ text: String) -> VarlinkConnection.CallMessage? {
-            try? VarlinkConnection.parse(Array(text.utf8)[...], invalidMessageError: "x").get()
-        }
-        let echo = #"{"method":"io.placed.Test.Echo","parameters":{"text":"a"}}"#
-        #expect(h.server.servesOffLoop(message(echo)!))
-        #expect(!h.server.servesOffLoop(message(#"{"method":"io.placed.Test.Echo","more":true}"#)!))
-        #expect(!h.server.servesOffLoop(message(#"{"method":"io.placed.Test.Echo","oneway":true}"#)!))
-        #expect(!h.server.servesOffLoop(message(#"{"method":"io.placed.Test.Watch","more":true}"#)!))
-        #expect(!h.server.servesOffLoop(message(#"{"method":"org.varlink.service.GetInfo"}"#)!))
-        // A name the interface does not declare is never off the loop, whatever register was told.
-        #expect(!h.server.servesOffLoop(message(#"{"method":"io.placed.Test.NoSuchMethod"}"#)!))
-        #expect(message(#"{"method":"io.placed.Test.Echo","more":"yes"}"#) == nil)
-    }
-
-    @Test func peekLeavesTheMessageForTheNextReader() throws {
-        var framer = VarlinkWire.Framer(maximumMessageSize: 16)
-        framer.append(Array("abc\0de".utf8))
-        #expect(try framer.peekMessage().map(Array.init) == Array("abc".utf8))
-        #expect(try framer.peekMessage().map(Array.init) == Array("abc".utf8))
-        #expect(try framer.nextMessage().map(Array.init) == Array("abc".utf8))
-        #expect(try framer.peekMessage() == nil)
-        framer.append(Array(String(repeating: "x", count: 20).utf8))
-        #expect(throws: VarlinkWire.ProtocolError.self) { try framer.peekMessage() }
-        #expect(throws: VarlinkWire.ProtocolError.self) { try framer.nextMessage() }
-    }
-
-    @Test func offLoopCallsGoToAThreadAndOtherCallsBackToTheLoop() throws {
-        let h = try Harness(requestThreads: 1)
-        let loopThread = pthread_self()
-        let client = try h.connect()
-        let echo = #"{"method":"io.placed.Test.Echo","parameters":{"text":"hi"}}"#
-        let expected: JSON = ["parameters": ["text": "hi", "count": 1]]
-        #expect(try h.call(client, echo) == expected)
-        #expect(try h.call(client, echo) == expected)
-        #expect(try h.call(client, echo) == expected)
-        // The first on the loop, then on the one request thread.
-        #expect(h.handledOn.count == 3)
-        #expect(h.handledOn[0] == loopThread)
-        #expect(h.handledOn[1] != loopThread && h.handledOn[2] == h.handledOn[1])
-        // Another method (and a stream) on the same connection: back on the loop, answered as ever.
-        let info = try h.call(client, #"{"method":"org.varlink.service.GetInfo"}"#)
-        #expect(info["parameters"]?["product"] == "placed test")
-        let watch = try h.call(client, #"{"method":"io.placed.Test.Watch","more":true}"#)
-        #expect(watch == ["continues": true, "parameters": ["n": 0]])
-        #expect(h.handledOn.last == loopThread)
-        #expect(h.server.openStreams(of: "io.placed.Test.Watch").count == 1)
-    }
-
-    @Test func aSecondClientWaitsOnTheLoopWhileTheOnlyThreadIsBusy() throws {
-        let h = try Harness(requestThreads: 1)
-        let loopThread = pthread_self()
-        let echo = #"{"method":"io.placed.Test.Echo","parameters":{"text":"hi"}}"#
-        let first = try h.connect()
-        _ = try h.call(first, echo)
-        _ = try h.call(first, echo)
-        let second = try h.connect()
-        for _ in 0..<3 { _ = try h.call(second, echo) }
-        #expect(h.handledOn.suffix(3).allSatisfy { $0 == loopThread })
-        // The first leaves; its thread is free again, and the second goes to it after its next call.
-        first.send(echo)
-        _ = try h.receive(first)
-        first.hangUp()
-        try h.idle(milliseconds: 100)
-        _ = try h.call(second, echo)
-        _ = try h.call(second, echo)
-        #expect(h.handledOn.last != loopThread)
-    }
-
-    @Test func closingTheServerEndsThreadsBlockedInRead() throws {
-        let h = try Harness(requestThreads: 2)
-        let echo = #"{"method":"io.placed.Test.Echo","parameters":{"text":"hi"}}"#
-        let clients = try (0..<3).map { _ in try h.connect() }
-        for client in clients {
-            _ = try h.call(client, echo)
-            _ = try h.call(client, echo)
-        }
-        h.server.close()
-        for client in clients {
-            #expect(
-                try h.pump(seconds: 5) {
-                    client.poll(); return client.isClosed
-                })
-        }
     }
 }

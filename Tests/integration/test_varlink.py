@@ -9,22 +9,44 @@ import re
 import shutil
 import signal
 import sqlite3
+import subprocess
+import threading
 import time
 
 import pytest
 import varlink
 
-from conftest import ROOT
+from conftest import HELSINKI, ROOT
 from harness import HELSINKI_CENTER, PLACES, VarlinkReplyError, conforms
 
 IDL = (ROOT / "etc" / "io.placed.Places.varlink").read_text()
 INTERFACE = varlink.Interface(IDL)
 FAR_AWAY = (60.1656, 24.9510)  # by the Esplanadi, ~900 m south-east: none of its places rank at the centre
+POSITIONS = [(60.1699, 24.9384), (60.1719, 24.9414), (60.1675, 24.9500), (60.1660, 24.9370), (60.1770, 24.9520),
+             (60.1650, 24.9450)]  # inside the extract
 
 
 def returns(method, reply):
     """Problems with `reply` as the output of `method`."""
     return conforms(INTERFACE, INTERFACE.members[method].out_type, reply, method)
+
+
+def rank_message(lat, lon, limit=20, **more):
+    parameters = {"latitude": lat, "longitude": lon, "limit": limit, **more}
+    return json.dumps({"method": PLACES + ".Rank", "parameters": parameters}).encode() + b"\0"
+
+
+def raw_reply(raw):
+    """The next reply's bytes as the daemon wrote them (without the NUL)."""
+    while (end := raw.buffer.find(b"\0")) < 0:
+        raw.feed()
+    message, raw.buffer = raw.buffer[:end], raw.buffer[end + 1:]
+    return message
+
+
+def rank_bytes(raw, lat, lon, **options):
+    raw.send_raw(rank_message(lat, lon, **options))
+    return raw_reply(raw)
 
 
 def error_conforms(error):
@@ -236,6 +258,72 @@ def test_oneway_and_pipelined_calls_are_answered_in_order(start_placed):
         assert not math.isnan(status["distance_filter"])
 
 
+def test_pipelined_rank_and_other_calls_are_answered_in_order(start_placed):
+    placed = start_placed()
+    with placed.raw() as raw:
+        rank_bytes(raw, *POSITIONS[0])
+        raw.send_raw(rank_message(*POSITIONS[1]) + rank_message(*POSITIONS[2])
+                     + json.dumps({"method": PLACES + ".Status"}).encode() + b"\0" + rank_message(*POSITIONS[3])
+                     + json.dumps({"method": PLACES + ".Rank", "parameters": {"latitude": 60.17, "longitude": 24.94},
+                                   "oneway": True}).encode() + b"\0"
+                     + json.dumps({"method": "org.varlink.service.GetInfo"}).encode() + b"\0")
+        replies = [json.loads(raw_reply(raw)) for _ in range(5)]
+        assert [bool(r["parameters"].get("places")) for r in replies[:2]] == [True, True]
+        assert "generation" in replies[2]["parameters"] or "stale" in replies[2]["parameters"]
+        assert replies[3]["parameters"]["places"]
+        assert replies[4]["parameters"]["product"] == "placed", "the oneway call got no reply"
+
+
+def test_rank_replies_on_a_long_lived_connection_are_a_fresh_ones_byte_for_byte(start_placed):
+    placed = start_placed()
+    fresh_replies = []
+    for lat, lon in POSITIONS:
+        with placed.raw() as fresh:
+            fresh_replies.append(rank_bytes(fresh, lat, lon, accuracy=25.0, language="sv"))
+    with placed.raw() as raw:
+        for (lat, lon), expected in zip(POSITIONS, fresh_replies):
+            assert rank_bytes(raw, lat, lon, accuracy=25.0, language="sv") == expected
+        # Errors by name, and the connection serves on after them.
+        for bad in [dict(lat=91.0, lon=0.0), dict(lat=60.17, lon=24.94, limit=-1),
+                    dict(lat=60.17, lon=24.94, accuracy=-5.0), dict(lat=60.17, lon=24.94, unknown=1)]:
+            with placed.raw() as fresh:
+                expected = rank_bytes(fresh, **bad)
+            assert json.loads(expected)["error"]
+            assert rank_bytes(raw, **bad) == expected
+        assert json.loads(rank_bytes(raw, *POSITIONS[1]))["parameters"]["places"]
+
+
+def test_one_connection_serves_rank_then_every_other_call(start_placed):
+    placed = start_placed()
+    with placed.raw() as raw:
+        ranked = json.loads(rank_bytes(raw, *POSITIONS[0]))["parameters"]["places"]
+        json.loads(rank_bytes(raw, *POSITIONS[0]))
+        current = raw.call(PLACES + ".Current")
+        near = current["places"][0]["id"]
+        marker = raw.call(PLACES + ".Select", id=near)["marker"]
+        assert marker["place"]["id"] == near
+        info = raw.call("org.varlink.service.GetInfo")
+        assert PLACES in info["interfaces"]
+        # Rank again (the pick now weighs in), then a Watch stream on the same connection. (A pick's weight
+        # decays with the wall clock, so likelihoods differ in their last digits from one call to the next:
+        # the places and their order are compared.)
+        def ids(reply):
+            return [p["id"] for p in json.loads(reply)["parameters"]["places"]]
+
+        with placed.raw() as fresh:
+            expected = ids(rank_bytes(fresh, *POSITIONS[0]))
+        assert json.loads(rank_bytes(raw, *POSITIONS[0]))["parameters"]["places"] != ranked, "the pick weighs in"
+        assert ids(rank_bytes(raw, *POSITIONS[0])) == expected
+        raw.send(PLACES + ".Watch", more=True)
+        first = raw.receive()
+        assert first["continues"] is True and first["parameters"]["marker"]["place"]["id"] == near
+        with placed.raw() as control:
+            control.call(PLACES + ".Refresh")
+        message = raw.receive()
+        assert message["continues"] is True and message["parameters"]["generation"] == first["parameters"][
+            "generation"] + 1
+
+
 def test_a_places_file_placed_cannot_load_is_no_reason_to_exit(start_placed, places_db, tmp_path):
     # A file of the schema before this one, as an upgrade leaves it.
     shutil.copy(places_db, tmp_path / "places.db")
@@ -285,6 +373,54 @@ def test_refresh_reloads_the_places_only_when_the_file_changed(start_placed, pla
         placed.wait_for(r"Refresh: keeping the \d+ places loaded")
         current = places.Current()
         assert current["generation"] == 3 and len(current["places"]) == 5
+
+
+def test_refresh_switching_files_while_rank_clients_run(start_placed, placectl_bin, tmp_path):
+    placed = start_placed()
+    other = tmp_path / "other.db"
+    out = subprocess.run([placectl_bin, "import", HELSINKI, "--db", other, "--no-map"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    spare = tmp_path / "spare.db"
+    shutil.copy(tmp_path / "places.db", spare)
+    with placed.raw() as reference:
+        expected = {json.loads(rank_bytes(reference, *p))["parameters"]["places"][0]["id"] for p in POSITIONS}
+    stop, failures, calls = threading.Event(), [], [0]
+
+    def client(number):
+        try:
+            with placed.raw(timeout=30) as raw:
+                n = 0
+                while not stop.is_set():
+                    reply = json.loads(rank_bytes(raw, *POSITIONS[(number + n) % len(POSITIONS)]))
+                    places = reply.get("parameters", {}).get("places")
+                    if not places or places[0]["id"] not in expected:
+                        failures.append((number, reply))
+                        return
+                    n += 1
+                calls[0] += n
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append((number, repr(error)))
+
+    workers = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    with placed.raw() as control:
+        for n in range(12):
+            # The same places, from another file each time (one without the map layer, then a copy).
+            source = other if n % 2 == 0 else spare
+            staged = tmp_path / "staged.db"
+            shutil.copy(source, staged)
+            os.rename(staged, tmp_path / "places.db")
+            control.call(PLACES + ".Refresh")
+            time.sleep(0.05)
+    stop.set()
+    for worker in workers:
+        worker.join()
+    assert failures == []
+    assert calls[0] > 100
+    placed.wait_for(r"Refresh: loaded [\d,]+ places", count=12)
+    assert placed.proc.poll() is None
 
 
 # --- Map: the map layer around a position ------------------------------------------------------

@@ -1,10 +1,11 @@
 """Misbehaving varlink peers on raw sockets — oversized messages, malformed JSON, a client that stops
 reading, a thousand clients at once — each get a named error or are dropped, while other clients and
-fix handling carry on as if nothing happened."""
+fix handling carry on as if nothing happened; and all of it on the daemon's one thread."""
 import json
 import os
 import resource
 import select
+import signal
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ import nmea
 from harness import PLACES, GpsFake, free_port
 from conftest import ROOT
 from test_gpsd import assert_same_moves
+from test_varlink import POSITIONS, rank_bytes, rank_message
 
 LIMIT = 64 * 1024
 DRIVE = ROOT / "data" / "helsinki-drive.nmea"
@@ -238,6 +240,90 @@ def test_a_client_that_pipelines_without_reading_is_dropped(start_placed):
         assert peer_closed_within(flood.sock, 5)
     assert_unharmed(placed, good, first["generation"])
     good.close()
+
+
+def test_a_rank_client_that_never_reads_is_dropped_and_harms_nobody(start_placed):
+    placed = start_placed()
+    watch = placed.raw()
+    watch.send(PLACES + ".Watch", more=True)
+    first = watch.receive()["parameters"]
+    good = placed.raw()
+    rank_bytes(good, *POSITIONS[0])
+    expected = rank_bytes(good, *POSITIONS[1])
+    with placed.raw() as flood:
+        rank_bytes(flood, *POSITIONS[0])
+        flood.sock.settimeout(20)
+        try:
+            flood.send_raw(rank_message(*POSITIONS[1]) * 3000)  # ~5 kB replies each, none read
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        # Dropped once the socket took no more and its queue filled.
+        assert flood.is_closed_by_server(10)
+    assert rank_bytes(good, *POSITIONS[1]) == expected, "another client still served"
+    with placed.raw() as control:
+        control.call(PLACES + ".Refresh")
+    assert watch.receive()["parameters"]["generation"] == first["generation"] + 1
+    good.close()
+    watch.close()
+
+
+def threads(placed):
+    return len(os.listdir("/proc/%d/task" % placed.proc.pid))
+
+
+def test_many_rank_clients_at_once_are_all_served_right_by_the_one_thread(start_placed):
+    placed = start_placed()
+    with placed.raw() as reference:
+        expected = [rank_bytes(reference, lat, lon) for lat, lon in POSITIONS]
+    clients, failures = 12, []
+
+    def client(number):
+        try:
+            with placed.raw(timeout=30) as raw:
+                for n in range(150):
+                    k = (number + n) % len(POSITIONS)
+                    got = rank_bytes(raw, *POSITIONS[k])
+                    if got != expected[k]:
+                        failures.append((number, n, got[:200]))
+                        return
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append((number, repr(error)))
+
+    workers = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for worker in workers:
+        worker.start()
+    peak = 0
+    while any(w.is_alive() for w in workers):
+        peak = max(peak, threads(placed))
+        time.sleep(0.01)
+    for worker in workers:
+        worker.join()
+    assert failures == []
+    assert peak == 1, "the daemon serves every client on its one thread"
+    with placed.raw() as raw:
+        assert raw.call(PLACES + ".Current")["generation"] == 1
+
+
+def test_stop_with_open_connections_is_prompt_and_clean(start_placed):
+    placed = start_placed()
+    held = []
+    for n in range(6):
+        raw = placed.raw()
+        rank_bytes(raw, *POSITIONS[n % len(POSITIONS)])
+        held.append(raw)
+    # One connection half-way through a message, one that never called.
+    held[0].send_raw(rank_message(*POSITIONS[0])[:20])
+    idle = placed.raw()
+    began = time.monotonic()
+    placed.proc.send_signal(signal.SIGTERM)
+    placed.proc.wait(timeout=10)
+    took = time.monotonic() - began
+    assert placed.proc.returncode == 0
+    assert took < 2.0, took
+    for raw in held + [idle]:
+        assert raw.is_closed_by_server(2)
+        raw.close()
+    assert not any("fatal" in line.lower() or "crash" in line.lower() for line in placed.lines), placed.lines
 
 
 def short_drive(path, fix_epochs):

@@ -79,7 +79,9 @@ public final class Daemon: PlacesService, LocationSink {
     /// Makes what was written durable in the main database file: at shutdown.
     public func close() { selections.checkpoint() }
 
+    /// Every change is announced here: on the loop's thread, the only one that may make it.
     private func emit(_ event: DaemonEvent) {
+        loop.preconditionInLoop()
         for subscriber in subscribers { subscriber.handle(event, from: self) }
     }
 
@@ -184,6 +186,8 @@ public final class Daemon: PlacesService, LocationSink {
     public var clock: ServiceClock { ServiceClock(monotonic: loop.now, wall: Self.wallClock()) }
 
     public func authorize(_ caller: Credentials, to access: Access, _ operation: String) throws(ServiceError) {
+        // Every adapter's request begins here, and only the loop's thread serves one.
+        loop.preconditionInLoop()
         let allowed =
             switch access {
             case .read: caller.isRootOrMember(of: writerGroup) || caller.isRootOrMember(of: readerGroup)
@@ -214,11 +218,9 @@ public final class Daemon: PlacesService, LocationSink {
         if let accuracy, !(accuracy.isFinite && accuracy >= 0) {
             throw .invalidAccuracy(latitude: latitude, longitude: longitude, accuracy: accuracy)
         }
-        // A stated accuracy is the 95 % radius; the core works in σ. The clock, not `loop.now`: Rank may
-        // run on a varlink request thread (with the loop's lock, but sd-event is the loop's own).
+        // A stated accuracy is the 95 % radius; the core works in σ.
         let fix = Fix(
-            receivedAt: EventLoop.monotonicNow, coordinate: coordinate, mode: .twoD,
-            accuracy: accuracy.map(Fix.sigma(fromRadius95:)))
+            receivedAt: loop.now, coordinate: coordinate, mode: .twoD, accuracy: accuracy.map(Fix.sigma(fromRadius95:)))
         do {
             try Ranker.validate(fix: fix, limit: limit)  // bad input is named before "no places"
         } catch {
@@ -353,6 +355,7 @@ public final class Daemon: PlacesService, LocationSink {
     /// Applies what SIGHUP applies to the core (the distance filter, the writer group, the places
     /// file), then loads the places again. The location source is the assembly's to restart.
     public func apply(_ new: Configuration) {
+        loop.preconditionInLoop()
         let old = configuration
         configuration = new
         if new.distanceFilter != old.distanceFilter, (try? filter.setThreshold(new.distanceFilter)) != nil {

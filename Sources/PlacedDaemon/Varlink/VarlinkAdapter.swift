@@ -32,7 +32,6 @@ final class VarlinkAdapter: DaemonSubscriber {
             vendor: "placed", product: "placed", version: placedVersion, url: "https://placed.invalid",
             errorInterface: Self.interfaceName)
         configuration.maxQueuedBytes = Self.maxQueuedBytes
-        configuration.requestThreads = Self.requestThreads
         switch listener {
         case .path(let path):
             // Anyone may connect, as to systemd's own varlink services: placed checks each peer's
@@ -41,10 +40,8 @@ final class VarlinkAdapter: DaemonSubscriber {
         case .passed(let socket):
             server = try VarlinkServer(loop: loop, listening: socket.fd, configuration: configuration)
         }
-        // Rank reads the places, the model and the picks and replies at once; it touches neither the
-        // loop nor another client, so request threads may serve it with the loop's lock.
-        server.register(VarlinkInterface(description: InterfaceDescriptions.varlink)!, servedOffLoop: ["Rank"]) {
-            [unowned self] call in try handle(call)
+        server.register(VarlinkInterface(description: InterfaceDescriptions.varlink)!) { [unowned self] call in
+            try handle(call)
         }
     }
 
@@ -86,11 +83,6 @@ final class VarlinkAdapter: DaemonSubscriber {
     /// all watchers share, so a thousand of them still hold about one queue's worth in all.
     /// (Tests/integration/test_varlink.py: the largest reply reaches a slow reader.)
     static let maxQueuedBytes = 2 * 1024 * 1024
-
-    /// Threads that serve `Rank` connections blocked in their `recv` (a call then costs the socket's read
-    /// and write alone, not the loop's epoll_wait too); a client beyond them is served on the loop. Started
-    /// at the first such connection, each with a 256 kB stack.
-    static let requestThreads = 4
 
     /// A large Map reply builds megabytes of short-lived values (2,923 features: resident size
     /// 11 → 17 MB), which the allocator keeps after they are freed. Giving them back costs about a
