@@ -25,11 +25,15 @@ def snap_output():
     return out.stdout
 
 
-def bench_run_rows(output, name="snap"):
+def load_bench_run():
     loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "bench" / "run"))
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_run", loader))
     loader.exec_module(module)
-    return {row[0]: row for row in module.rows(name, output)}
+    return module
+
+
+def bench_run_rows(output, name="snap"):
+    return {row[0]: row for row in load_bench_run().rows(name, output)}
 
 
 def top5_at_15m(output, reading):
@@ -168,3 +172,26 @@ def test_map_bounds_bench_compares_two_files(places_db, tmp_path):
     usage = subprocess.run([sys.executable, ROOT / "bench" / "map_bounds.py", places_db], capture_output=True,
                            text=True, timeout=60)
     assert usage.returncode == 1 and "usage: bench/map_bounds.py" in usage.stderr
+
+
+def test_bench_run_judges_the_rank_and_import_goals():
+    """Rank at least 2x PostGIS (was 10x), its system calls shown without a goal; the import at least 0.5x
+    osmium export (was 1.0x) and its peak RSS at most 1 GB."""
+    rank = ("placed Rank (C client, 1 call in flight): 20000 calls, p50 60.0 us, p99 80.0 us, mean 63.0 us\n"
+            "strace -c over 2,000 Rank calls, per call: recvfrom 1.00, sendto 1.00, futex 0.50 (total 2.50)\n"
+            "PostGIS KNN top-20 (pgbench, 1 client, Unix socket): latency average = 0.190 ms, tps = 5263\n")
+    rows = bench_run_rows(rank, "big-rank")
+    assert rows["Rank round trip, 1 M city places (C client, mean)"][3:] == ("3.0x", ">= 2x", "met")
+    assert rows["Rank system calls per call (strace -c)"][4:] == ("", "")
+    slower = bench_run_rows(rank.replace("0.190 ms", "0.120 ms"), "big-rank")
+    assert slower["Rank round trip, 1 M city places (C client, mean)"][3:] == ("1.9x", ">= 2x", "MISSED")
+
+    line = "city-30M.osm.pbf  %s  %s  113.9  2433  300.0  2400   %s / 1.57x  (load 1.00 1.10 1.20)\n"
+    rows = bench_run_rows(line % ("191.6", "760", "0.59x"), "big-import")
+    assert rows["import city-30M --no-map: time"][4:] == (">= 0.5x osmium", "met")
+    assert rows["import city-30M --no-map: peak RSS"][1:] == ("760 MB", "osmium export 2433 MB; tags-filter + export "
+                                                             "2400 MB", "", "<= 1 GB", "met")
+    rows = bench_run_rows(line % ("300.0", "1100", "0.38x"), "big-import")
+    assert rows["import city-30M --no-map: time"][5] == "MISSED"
+    assert rows["import city-30M --no-map: peak RSS"][5] == "MISSED"
+
