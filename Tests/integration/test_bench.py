@@ -195,3 +195,51 @@ def test_bench_run_judges_the_rank_and_import_goals():
     assert rows["import city-30M --no-map: time"][5] == "MISSED"
     assert rows["import city-30M --no-map: peak RSS"][5] == "MISSED"
 
+
+def test_bench_run_table_keeps_the_rows_of_benchmarks_not_run(tmp_path):
+    """BENCHMARKS.md from bench/results.json: a run of some benchmarks replaces their rows and keeps the
+    others', each row named by its run when the runs differ; a benchmark that gave no figure keeps its rows
+    and is named as failed; the method follows; no path of the machine's checkout is written."""
+    run = load_bench_run()
+    results, table = {}, tmp_path / "BENCHMARKS.md"
+    first = {"run": "2026-01-01 10:00 UTC", "commit": "aaaaaaa", "dirty": False, "machine": "machine one"}
+    second = {"run": "2026-02-01 10:00 UTC", "commit": "bbbbbbb", "dirty": True, "machine": "machine two"}
+    json_row = ("JSON encode, 20-place reply", "30.0 us", "Foundation 2000.0 us", "66.7x", "", "")
+    rss_row = ("placed idle RSS (Helsinki loaded)", "11.0 MB", "", "", "<= 12 MB", "met")
+    run.record(results, "json", dict(first, date=first["run"]), [json_row], 0, 0.5)
+    run.record(results, "gpsd", dict(first, date=first["run"]), [rss_row], 0, 0.5)
+    run.write_table(results, table)
+    text = table.read_text()
+    assert "All rows from one run: 2026-01-01 10:00 UTC, commit aaaaaaa, on machine one." in text
+    assert "| figure | value | goal | reference | ratio | met |\n" in text
+    assert "| placed idle RSS (Helsinki loaded) | 11.0 MB | ≤ 12 MB |  |  | met |" in text
+    assert "| JSON encode, 20-place reply | 30.0 µs |  | Foundation 2000.0 µs | 66.7x |  |" in text
+
+    newer = ("placed idle RSS (Helsinki loaded)", "12.5 MB (%s/bench/last-run.txt)" % ROOT, "", "", "<= 12 MB",
+             "MISSED")
+    run.record(results, "gpsd", dict(second, date=second["run"]), [newer], 0, 0.5)
+    run.write_table(results, table)
+    text = table.read_text()
+    assert "- **A**: 2026-01-01 10:00 UTC, commit aaaaaaa, on machine one." in text
+    assert "- **B**: 2026-02-01 10:00 UTC, commit bbbbbbb with local changes, on machine two." in text
+    assert "| figure | value | goal | reference | ratio | met | run |" in text
+    assert "| JSON encode, 20-place reply | 30.0 µs |  | Foundation 2000.0 µs | 66.7x |  | A |" in text
+    assert "| placed idle RSS (Helsinki loaded) | 12.5 MB (bench/last-run.txt) | ≤ 12 MB |  |  | MISSED | B |" in text
+    assert "11.0 MB" not in text and str(ROOT) not in text
+
+    failed = ("json benchmark", "FAILED (exit 1)", "", "", "", "MISSED")
+    run.record(results, "json", dict(second, date=second["run"]), [failed], 1, 0.5)
+    run.write_table(results, table)
+    text = table.read_text()
+    assert "| JSON encode, 20-place reply | 30.0 µs |" in text
+    assert "Failed or skipped at their last run, so the rows above are older: `json` at 2026-02-01 10:00 UTC " \
+        "(FAILED (exit 1))." in text
+    assert "Not measured yet: `import`, " in text and "`gpsd`" not in text.split("Not measured yet")[1].split("\n")[0]
+    assert text.endswith((ROOT / "bench" / "METHOD.md").read_text())
+
+
+def test_bench_run_names_the_machine_and_commit():
+    run = load_bench_run()
+    assert re.fullmatch(r".+, \d+ cores, [\d.]+ GiB, Linux \S+, .+", run.machine()), run.machine()
+    head, dirty = run.commit()
+    assert re.fullmatch(r"[0-9a-f]{7,}", head) and isinstance(dirty, bool)
