@@ -67,8 +67,7 @@ def main():
     args = parser.parse_args()
 
     directory = pathlib.Path(tempfile.mkdtemp(prefix="placed-bench-map-"))
-    extract = next(p for p in (ROOT / "data" / "helsinki-center.osm.pbf",
-                               ROOT.parent / "shared" / "data" / "helsinki-center.osm.pbf") if p.exists())
+    extract = ROOT / "data" / "helsinki-center.osm.pbf"
     subprocess.run([args.placectl, "import", extract, "--db", directory / "places.db"], check=True,
                    capture_output=True)
     points = centres(directory / "places.db", args.calls)

@@ -160,8 +160,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4096)), hard))
 
     directory = pathlib.Path(tempfile.mkdtemp(prefix="placed-bench-"))
-    extract = next(p for p in (ROOT / "data" / "helsinki-center.osm.pbf",
-                               ROOT.parent / "shared" / "data" / "helsinki-center.osm.pbf") if p.exists())
+    extract = ROOT / "data" / "helsinki-center.osm.pbf"
     subprocess.run([args.placectl, "import", extract, "--db", directory / "places.db"], check=True,
                    capture_output=True)
     placed = PlacedService(args.placed, directory, static=HELSINKI_CENTER)

@@ -23,11 +23,8 @@ func runImportBenchmark(_ arguments: [String]) throws {
     }
     if files.isEmpty {
         let helsinki = helsinkiExtractPath()
-        if access(helsinki, R_OK) == 0 {
-            files.append(helsinki)
-        } else {
-            print("(no \(helsinki): skipped)")
-        }
+        guard access(helsinki, R_OK) == 0 else { throw BenchmarkFailure("\(helsinki) is missing") }
+        files.append(helsinki)
         files.append(try SyntheticExtract.path(nodes: 1_500_000))
     }
     print(
@@ -117,12 +114,11 @@ func squareKilometres(_ boxes: [BoundingBox]) -> Double {
         * (all.maxLongitude - all.minLongitude) * projection.metresPerDegreeLongitude / 1e6
 }
 
-/// The Helsinki extract, found from this source file: <repo>/data, else <repo>/../shared/data.
+/// The Helsinki extract in the repository's data/, found from this source file.
 func helsinkiExtractPath(file: String = #filePath) -> String {
     let repository = file.split(separator: "/", omittingEmptySubsequences: false).dropLast(3)
         .joined(separator: "/")
-    let candidates = ["data", "../shared/data"].map { "\(repository)/\($0)/helsinki-center.osm.pbf" }
-    return candidates.first { access($0, R_OK) == 0 } ?? candidates[1]
+    return "\(repository)/data/helsinki-center.osm.pbf"
 }
 
 private func timeOsmiumExport(_ file: String) throws -> Double {

@@ -16,13 +16,10 @@ import Testing
 @Suite struct MapRendererTests {
     static let center = Coordinate(latitude: 60.1699, longitude: 24.9384)
 
-    static let helsinki: String = {
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return ["data", "../shared/data"].map {
-            repository.appendingPathComponent("\($0)/helsinki-center.osm.pbf").standardized.path
-        }.first { FileManager.default.isReadableFile(atPath: $0) } ?? "helsinki-center.osm.pbf"
-    }()
+    /// The repository's Helsinki extract, found from this file's path.
+    static let helsinki: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("data/helsinki-center.osm.pbf").standardized.path
 
     /// The features of the Helsinki extract within 300 m, through the wire form (GeoJSON and back).
     static let features: [MapFeature] = {

@@ -122,8 +122,7 @@ import Testing
 
     // MARK: The Helsinki extract, damaged
 
-    @Test(.enabled(if: Fixtures.hasHelsinki, "skipped: \(Fixtures.helsinki) is absent"))
-    func truncatedInsideABlob() throws {
+    @Test func truncatedInsideABlob() throws {
         let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: Fixtures.helsinki)))
         let blobs = PBF.blobOffsets(bytes)
         #expect(blobs.count == 5)
@@ -141,8 +140,7 @@ import Testing
         }
     }
 
-    @Test(.enabled(if: Fixtures.hasHelsinki, "skipped: \(Fixtures.helsinki) is absent"))
-    func corruptCompressedBytes() throws {
+    @Test func corruptCompressedBytes() throws {
         var bytes = try Array(Data(contentsOf: URL(fileURLWithPath: Fixtures.helsinki)))
         let blobs = PBF.blobOffsets(bytes)
         let middle = (blobs[2] + blobs[3]) / 2
@@ -161,10 +159,7 @@ import Testing
 
     /// Flipped bytes in uncompressed blobs reach the protobuf decoder itself: each gives places or a
     /// named error about the file's contents, never a crash or a hang.
-    @Test(
-        .enabled(
-            if: Fixtures.hasHelsinki && Fixtures.osmium != nil,
-            "skipped: needs the Helsinki extract and osmium"))
+    @Test(.enabled(if: Fixtures.osmium != nil, "skipped: needs osmium"))
     func flippedBytesInRawBlobs() throws {
         let directory = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -4,18 +4,11 @@ import Testing
 
 /// Shared inputs and tools for the OSM tests.
 enum Fixtures {
-    /// The Helsinki extract: the repository's data/ copy, else the shared one beside the repository
-    /// (both found from this file's path).
-    static let helsinki: String = {
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-        let candidates = ["data", "../shared/data"].map {
-            repository.appendingPathComponent("\($0)/helsinki-center.osm.pbf").standardized.path
-        }
-        return candidates.first { FileManager.default.isReadableFile(atPath: $0) } ?? candidates[1]
-    }()
-
-    static var hasHelsinki: Bool { FileManager.default.isReadableFile(atPath: helsinki) }
+    /// The Helsinki extract in the repository's data/, found from this file's path. It is part of
+    /// the repository: a test reading it fails, not skips, when it is missing.
+    static let helsinki: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("data/helsinki-center.osm.pbf").standardized.path
 
     static let osmium = ["/usr/bin/osmium", "/usr/local/bin/osmium"].first {
         FileManager.default.isExecutableFile(atPath: $0)

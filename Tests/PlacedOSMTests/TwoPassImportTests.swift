@@ -24,7 +24,6 @@ struct TwoPassImportTests {
     }
 
     @Test(arguments: [true, false]) func helsinki(mapLayer: Bool) throws {
-        guard Fixtures.hasHelsinki else { throw FixtureError("\(Fixtures.helsinki) is absent") }
         try Self.same(Fixtures.helsinki, mapLayer: mapLayer)
     }
 

@@ -1,4 +1,4 @@
-"""Shared fixtures for the integration tests: paths to the built binaries and the shared data, a places
+"""Shared fixtures for the integration tests: paths to the built binaries and the repository's data, a places
 database imported once per session, and placed daemons serving varlink on a per-test socket."""
 import pathlib
 import shutil
@@ -9,10 +9,9 @@ import pytest
 from harness import PlacedService, bin_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data"
-# The repository's copy when it has one, else the shared data beside it.
-HELSINKI = next((p for p in (ROOT / "data" / "helsinki-center.osm.pbf", DATA / "helsinki-center.osm.pbf")
-                 if p.exists()), DATA / "helsinki-center.osm.pbf")
+# The repository's own data only: a missing file fails the tests that read it.
+DATA = ROOT / "data"
+HELSINKI = DATA / "helsinki-center.osm.pbf"
 
 
 

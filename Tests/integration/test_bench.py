@@ -25,11 +25,15 @@ def snap_output():
     return out.stdout
 
 
-def bench_run_rows(output, name="snap"):
+def load_bench_run():
     loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "bench" / "run"))
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_run", loader))
     loader.exec_module(module)
-    return {row[0]: row for row in module.rows(name, output)}
+    return module
+
+
+def bench_run_rows(output, name="snap"):
+    return {row[0]: row for row in load_bench_run().rows(name, output)}
 
 
 def top5_at_15m(output, reading):
@@ -168,3 +172,74 @@ def test_map_bounds_bench_compares_two_files(places_db, tmp_path):
     usage = subprocess.run([sys.executable, ROOT / "bench" / "map_bounds.py", places_db], capture_output=True,
                            text=True, timeout=60)
     assert usage.returncode == 1 and "usage: bench/map_bounds.py" in usage.stderr
+
+
+def test_bench_run_judges_the_rank_and_import_goals():
+    """Rank at least 2x PostGIS (was 10x), its system calls shown without a goal; the import at least 0.5x
+    osmium export (was 1.0x) and its peak RSS at most 1 GB."""
+    rank = ("placed Rank (C client, 1 call in flight): 20000 calls, p50 60.0 us, p99 80.0 us, mean 63.0 us\n"
+            "strace -c over 2,000 Rank calls, per call: recvfrom 1.00, sendto 1.00, futex 0.50 (total 2.50)\n"
+            "PostGIS KNN top-20 (pgbench, 1 client, Unix socket): latency average = 0.190 ms, tps = 5263\n")
+    rows = bench_run_rows(rank, "big-rank")
+    assert rows["Rank round trip, 1 M city places (C client, mean)"][3:] == ("3.0x", ">= 2x", "met")
+    assert rows["Rank system calls per call (strace -c)"][4:] == ("", "")
+    slower = bench_run_rows(rank.replace("0.190 ms", "0.120 ms"), "big-rank")
+    assert slower["Rank round trip, 1 M city places (C client, mean)"][3:] == ("1.9x", ">= 2x", "MISSED")
+
+    line = "city-30M.osm.pbf  %s  %s  113.9  2433  300.0  2400   %s / 1.57x  (load 1.00 1.10 1.20)\n"
+    rows = bench_run_rows(line % ("191.6", "760", "0.59x"), "big-import")
+    assert rows["import city-30M --no-map: time"][4:] == (">= 0.5x osmium", "met")
+    assert rows["import city-30M --no-map: peak RSS"][1:] == ("760 MB", "osmium export 2433 MB; tags-filter + export "
+                                                             "2400 MB", "", "<= 1 GB", "met")
+    rows = bench_run_rows(line % ("300.0", "1100", "0.38x"), "big-import")
+    assert rows["import city-30M --no-map: time"][5] == "MISSED"
+    assert rows["import city-30M --no-map: peak RSS"][5] == "MISSED"
+
+
+def test_bench_run_table_keeps_the_rows_of_benchmarks_not_run(tmp_path):
+    """BENCHMARKS.md from bench/results.json: a run of some benchmarks replaces their rows and keeps the
+    others', each row named by its run when the runs differ; a benchmark that gave no figure keeps its rows
+    and is named as failed; the method follows; no path of the machine's checkout is written."""
+    run = load_bench_run()
+    results, table = {}, tmp_path / "BENCHMARKS.md"
+    first = {"run": "2026-01-01 10:00 UTC", "commit": "aaaaaaa", "dirty": False, "machine": "machine one"}
+    second = {"run": "2026-02-01 10:00 UTC", "commit": "bbbbbbb", "dirty": True, "machine": "machine two"}
+    json_row = ("JSON encode, 20-place reply", "30.0 us", "Foundation 2000.0 us", "66.7x", "", "")
+    rss_row = ("placed idle RSS (Helsinki loaded)", "11.0 MB", "", "", "<= 12 MB", "met")
+    run.record(results, "json", dict(first, date=first["run"]), [json_row], 0, 0.5)
+    run.record(results, "gpsd", dict(first, date=first["run"]), [rss_row], 0, 0.5)
+    run.write_table(results, table)
+    text = table.read_text()
+    assert "All rows from one run: 2026-01-01 10:00 UTC, commit aaaaaaa, on machine one." in text
+    assert "| figure | value | goal | reference | ratio | met |\n" in text
+    assert "| placed idle RSS (Helsinki loaded) | 11.0 MB | ≤ 12 MB |  |  | met |" in text
+    assert "| JSON encode, 20-place reply | 30.0 µs |  | Foundation 2000.0 µs | 66.7x |  |" in text
+
+    newer = ("placed idle RSS (Helsinki loaded)", "12.5 MB (%s/bench/last-run.txt)" % ROOT, "", "", "<= 12 MB",
+             "MISSED")
+    run.record(results, "gpsd", dict(second, date=second["run"]), [newer], 0, 0.5)
+    run.write_table(results, table)
+    text = table.read_text()
+    assert "- **A**: 2026-01-01 10:00 UTC, commit aaaaaaa, on machine one." in text
+    assert "- **B**: 2026-02-01 10:00 UTC, commit bbbbbbb with local changes, on machine two." in text
+    assert "| figure | value | goal | reference | ratio | met | run |" in text
+    assert "| JSON encode, 20-place reply | 30.0 µs |  | Foundation 2000.0 µs | 66.7x |  | A |" in text
+    assert "| placed idle RSS (Helsinki loaded) | 12.5 MB (bench/last-run.txt) | ≤ 12 MB |  |  | MISSED | B |" in text
+    assert "11.0 MB" not in text and str(ROOT) not in text
+
+    failed = ("json benchmark", "FAILED (exit 1)", "", "", "", "MISSED")
+    run.record(results, "json", dict(second, date=second["run"]), [failed], 1, 0.5)
+    run.write_table(results, table)
+    text = table.read_text()
+    assert "| JSON encode, 20-place reply | 30.0 µs |" in text
+    assert "Failed or skipped at their last run, so the rows above are older: `json` at 2026-02-01 10:00 UTC " \
+        "(FAILED (exit 1))." in text
+    assert "Not measured yet: `import`, " in text and "`gpsd`" not in text.split("Not measured yet")[1].split("\n")[0]
+    assert text.endswith((ROOT / "bench" / "METHOD.md").read_text())
+
+
+def test_bench_run_names_the_machine_and_commit():
+    run = load_bench_run()
+    assert re.fullmatch(r".+, \d+ cores, [\d.]+ GiB, Linux \S+, .+", run.machine()), run.machine()
+    head, dirty = run.commit()
+    assert re.fullmatch(r"[0-9a-f]{7,}", head) and isinstance(dirty, bool)

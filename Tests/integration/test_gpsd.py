@@ -12,7 +12,8 @@ from conftest import DATA, ROOT
 from harness import GpsFake, Placed, free_port, open_varlink
 
 DRIVE = ROOT / "data" / "helsinki-drive.nmea"
-RECORDINGS = sorted((DATA / "gpsd-logs").glob("*.log")) if (DATA / "gpsd-logs").exists() else []
+# Named, not globbed: a recording gone from data/gpsd-logs fails its test instead of vanishing from the list.
+RECORDINGS = [DATA / "gpsd-logs" / name for name in ("bt451.log", "haicom-305N.log", "nl2008u.log")]
 
 
 def replay(placed_bin, log, tmp_path, distance_filter=50):
