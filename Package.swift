@@ -44,9 +44,13 @@ let package = Package(
         // POSIX threads where they pay: the import's pipeline stages, the fleet export's host name lookup.
         .target(name: "PlacedThreads", swiftSettings: lean),
         // OpenStreetMap .osm.pbf decoding and place selection.
-        .target(name: "PlacedOSM", dependencies: ["PlacedCore", "PlacedThreads", "CZlib"], swiftSettings: lean),
+        .target(
+            name: "PlacedOSM", dependencies: ["PlacedCore", "PlacedSystem", "PlacedThreads", "CZlib"],
+            swiftSettings: lean),
         // SQLite: the places file (and the catalog ranked from it), selections, counts, last marker.
-        .target(name: "PlacedStore", dependencies: ["PlacedCore", "PlacedThreads", "CSQLite"], swiftSettings: lean),
+        .target(
+            name: "PlacedStore", dependencies: ["PlacedCore", "PlacedSystem", "PlacedThreads", "CSQLite"],
+            swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
         .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
         // Wire forms the daemon writes and its clients read: GeoJSON map features.

@@ -31,8 +31,7 @@ public final class BusClient: PlacesClient {
         do {
             bus = try Bus(address)
         } catch {
-            throw .unreachable(
-                endpoint: endpoint, reason: String(cString: strerror(error.errno)), hint: "is D-Bus running?")
+            throw .unreachable(endpoint: endpoint, reason: error.reason, hint: "is D-Bus running?")
         }
     }
 

@@ -1,3 +1,5 @@
+import PlacedSystem
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -72,19 +74,31 @@ public struct ListingCache: Sendable, Equatable {
         var directory = ""
         for component in path.split(separator: "/").dropLast() {
             directory += "/" + component
-            if mkdir(directory, 0o700) != 0, errno != EEXIST { throw .cannotWrite(path: path, errno: errno) }
+            do {
+                try checkPOSIX(mkdir(directory, 0o700), "mkdir")
+            } catch {
+                guard error.errno == EEXIST else { throw .cannotWrite(path: path, errno: error.errno) }
+            }
         }
         let temporary = "\(path).\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .cannotWrite(path: path, errno: errno) }
-        let text = ids.filter { !$0.contains("\n") }.map { $0 + "\n" }.joined()
-        let written = text.utf8.withContiguousStorageIfAvailable { write(fd, $0.baseAddress, $0.count) } ?? -1
-        let failure = written == text.utf8.count ? 0 : (written < 0 ? errno : EIO)
-        close(fd)
-        if failure == 0, rename(temporary, path) == 0 { return }
-        let code = failure != 0 ? failure : errno
-        unlink(temporary)
-        throw .cannotWrite(path: path, errno: code)
+        let fd: Int32
+        do {
+            fd = try checkPOSIX(open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600), "open")
+        } catch {
+            throw .cannotWrite(path: path, errno: error.errno)
+        }
+        let bytes = Array(ids.filter { !$0.contains("\n") }.map { $0 + "\n" }.joined().utf8)
+        do throws(SystemError) {
+            do {
+                defer { close(fd) }
+                let written = try checkPOSIX(write(fd, bytes, bytes.count), "write")
+                guard written == bytes.count else { throw SystemError("write", errno: EIO) }
+            }
+            try checkPOSIX(rename(temporary, path), "rename")
+        } catch {
+            unlink(temporary)
+            throw .cannotWrite(path: path, errno: error.errno)
+        }
     }
 
     /// What `select ARGUMENT` means: a row of the last listing when the argument is a plain number

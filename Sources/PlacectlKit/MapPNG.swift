@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -32,7 +33,12 @@ public enum MapPNG {
         let arguments = [program, "--format", "png", "--width", "\(width)", "--height", "\(height)", "--output", path]
         var input: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
-        guard pipe(&input) == 0, pipe(&errors) == 0 else { throw .system("pipe: \(String(cString: strerror(errno)))") }
+        do {
+            try checkPOSIX(pipe(&input), "pipe")
+            try checkPOSIX(pipe(&errors), "pipe")
+        } catch {
+            throw .system(error.description)
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -55,16 +61,11 @@ public enum MapPNG {
         var bytes = Array(svg.utf8)
         var written = 0
         while written < bytes.count {
-            let n = bytes.withUnsafeMutableBytes {
-                Glibc.write(input[1], $0.baseAddress! + written, $0.count - written)
+            let n = try? retryingOnInterrupt("write") {
+                bytes.withUnsafeMutableBytes { Glibc.write(input[1], $0.baseAddress! + written, $0.count - written) }
             }
-            if n > 0 {
-                written += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                break
-            }
+            guard let n, n > 0 else { break }
+            written += n
         }
         close(input[1])
         signal(SIGPIPE, previous)
@@ -72,12 +73,15 @@ public enum MapPNG {
         var message: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { read(errors[0], $0.baseAddress, $0.count) }
-            if n > 0 { message += chunk[..<n] } else if n < 0 && errno == EINTR { continue } else { break }
+            let n = try? retryingOnInterrupt("read") {
+                chunk.withUnsafeMutableBytes { read(errors[0], $0.baseAddress, $0.count) }
+            }
+            guard let n, n > 0 else { break }
+            message += chunk[..<n]
         }
         close(errors[0])
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        _ = try? retryingOnInterrupt("waitpid") { waitpid(pid, &status, 0) }
         let exitStatus = (status >> 8) & 0xFF
         guard status & 0x7F == 0, exitStatus == 0 else {
             throw .rendererFailed(

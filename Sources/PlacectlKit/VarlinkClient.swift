@@ -32,9 +32,7 @@ public final class VarlinkClient: PlacesClient {
                 case EACCES, EPERM: "not allowed to connect to placed's socket."
                 default: nil
                 }
-            throw .unreachable(
-                endpoint: endpoint, reason: String(cString: strerror(error.errno)),
-                hint: hint)
+            throw .unreachable(endpoint: endpoint, reason: error.reason, hint: hint)
         }
         var interval = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
@@ -130,19 +128,19 @@ public final class VarlinkClient: PlacesClient {
         }
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress! + done, $0.count - done, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
+            do {
+                let n = try retryingOnInterrupt("send(\(socketPath))") {
+                    bytes.withUnsafeBytes {
+                        Glibc.send(fd, $0.baseAddress! + done, $0.count - done, Int32(MSG_NOSIGNAL))
+                    }
+                }
                 done += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                throw .timedOut(endpoint: endpoint, seconds: timeout)
-            } else if n < 0 && (errno == EPIPE || errno == ECONNRESET) {
-                throw .disconnected(endpoint: endpoint)
-            } else {
-                throw .system(SystemError("send(\(socketPath))", errno: errno))
+            } catch {
+                switch error.errno {
+                case EAGAIN, EWOULDBLOCK: throw .timedOut(endpoint: endpoint, seconds: timeout)
+                case EPIPE, ECONNRESET: throw .disconnected(endpoint: endpoint)
+                default: throw .system(error)
+                }
             }
         }
     }
@@ -171,20 +169,21 @@ public final class VarlinkClient: PlacesClient {
     /// Reads what the socket has into the framer; false at end of stream.
     private func readChunk() throws(ClientError) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                framer.append(chunk[..<n])
-                return true
+        let n: Int
+        do {
+            n = try retryingOnInterrupt("read(\(socketPath))") {
+                chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             }
-            if n == 0 { return false }
-            switch errno {
-            case EINTR: continue
+        } catch {
+            switch error.errno {
             case EAGAIN, EWOULDBLOCK: throw .timedOut(endpoint: endpoint, seconds: timeout)
             case ECONNRESET: return false
-            default: throw .system(SystemError("read(\(socketPath))", errno: errno))
+            default: throw .system(error)
             }
         }
+        guard n > 0 else { return false }
+        framer.append(chunk[..<n])
+        return true
     }
 
     /// Leaves out absent optional parameters instead of sending null.

@@ -78,7 +78,9 @@ public final class GPSDSource: LocationSource {
         }
         self.library = library
         guard library.open(configuration.host, configuration.port, &data) == 0 else {
-            let reason = library.errorString(errno).map { String(cString: $0) } ?? "error \(errno)"
+            // errno is a socket's or one of libgps's own (negative) codes: gps_errstr knows both.
+            let error = SystemError("gps_open")
+            let reason = library.errorString(error.errno).map { String(cString: $0) } ?? "error \(error.errno)"
             scheduleReconnect(reason: "cannot connect to gpsd at \(endpoint): \(reason)")
             return
         }

@@ -1,3 +1,5 @@
+import PlacedSystem
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -195,11 +197,12 @@ final class NodeLocationFile {
             mappedBytes = -1  // no nodes: every lookup misses
             return
         }
-        let address = mmap(nil, mappedBytes, PROT_READ, MAP_SHARED, file.descriptor, 0)
-        guard let address, address != MAP_FAILED else {
-            throw .scratch(path: file.name, operation: "map", reason: ScratchFile.describe(errno))
+        do {
+            mapping = UnsafeRawPointer(
+                try checkPOSIX(mmap(nil, mappedBytes, PROT_READ, MAP_SHARED, file.descriptor, 0), "mmap"))
+        } catch {
+            throw .scratch(path: file.name, operation: "map", reason: error.reason)
         }
-        mapping = UnsafeRawPointer(address)
         touched = Array(repeating: 0, count: (firstIDs.count + 63) / 64)
     }
 

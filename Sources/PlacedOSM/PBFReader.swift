@@ -1,3 +1,5 @@
+import PlacedSystem
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -30,17 +32,17 @@ final class PBFReader {
 
     init(path: String) throws(OSMError) {
         self.path = path
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            let code = errno
-            throw code == ENOENT
-                ? .fileNotFound(path: path) : .unreadable(path: path, reason: Self.describe(code))
+        do {
+            fd = try checkPOSIX(open(path, O_RDONLY | O_CLOEXEC), "open")
+        } catch {
+            throw error.errno == ENOENT ? .fileNotFound(path: path) : .unreadable(path: path, reason: error.reason)
         }
         var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            let code = errno
+        do {
+            try checkPOSIX(fstat(fd, &info), "fstat")
+        } catch {
             close(fd)
-            throw .unreadable(path: path, reason: Self.describe(code))
+            throw .unreadable(path: path, reason: error.reason)
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
             close(fd)
@@ -251,18 +253,18 @@ final class PBFReader {
     {
         var done = 0
         while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(position + done))
-            if n > 0 {
-                done += n
-            } else if n == 0 {
-                throw .truncated(path: path, offset: offset)
-            } else if errno != EINTR {
-                throw .unreadable(path: path, reason: Self.describe(errno))
+            let n: Int
+            do {
+                n = try retryingOnInterrupt("read") {
+                    pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(position + done))
+                }
+            } catch {
+                throw .unreadable(path: path, reason: error.reason)
             }
+            guard n > 0 else { throw .truncated(path: path, offset: offset) }
+            done += n
         }
     }
-
-    private static func describe(_ code: Int32) -> String { String(cString: strerror(code)) }
 }
 
 /// A growable byte buffer reused across blobs: one allocation for the largest blob seen.

@@ -1,11 +1,13 @@
+import PlacedSystem
+
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// A nameless file the import writes and reads back (O_TMPFILE in `directory`; a named one unlinked at
-/// once where that is not supported): nothing is left behind whatever happens to the process. Appends
-/// go through a buffer of their own and are written in large sequential writes, so the file's pages
-/// stay in the page cache and never count in the process's RSS.
+/// A nameless file the import writes and reads back (`openNamelessFile` in `directory`): nothing is left
+/// behind whatever happens to the process. Appends go through a buffer of their own and are written in
+/// large sequential writes, so the file's pages stay in the page cache and never count in the process's
+/// RSS.
 final class ScratchFile {
     let name: String
     private(set) var descriptor: Int32
@@ -15,20 +17,13 @@ final class ScratchFile {
     private var buffered = 0
     private var flushedLength = 0
 
-    /// O_TMPFILE, which Swift does not import (`__O_TMPFILE | O_DIRECTORY`).
-    static let temporaryFlag: Int32 = 0o20_000_000 | O_DIRECTORY
-
     init(in directory: String, purpose: String, bufferBytes: Int = 1 << 20) throws(OSMError) {
         name = "\(directory)/(\(purpose))"
-        var fd = open(directory, Self.temporaryFlag | O_RDWR | O_CLOEXEC, 0o600)
-        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
-            let path =
-                "\(directory)/.placectl-\(purpose.filter(\.isLetter))-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            if fd >= 0 { unlink(path) }
+        do {
+            descriptor = try openNamelessFile(in: directory, fallbackPrefix: ".placectl-\(purpose.filter(\.isLetter))")
+        } catch {
+            throw .scratch(path: name, operation: "create", reason: error.reason)
         }
-        guard fd >= 0 else { throw .scratch(path: name, operation: "create", reason: Self.describe(errno)) }
-        descriptor = fd
         buffer = .allocate(byteCount: max(bufferBytes, 4096), alignment: 4096)
     }
 
@@ -72,12 +67,15 @@ final class ScratchFile {
     func flush() throws(OSMError) {
         var done = 0
         while done < buffered {
-            let n = pwrite(descriptor, buffer.baseAddress! + done, buffered - done, off_t(flushedLength + done))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                throw .scratch(path: name, operation: "write", reason: Self.describe(n < 0 ? errno : EIO))
+            do throws(SystemError) {
+                let n = try retryingOnInterrupt("write") {
+                    pwrite(descriptor, buffer.baseAddress! + done, buffered - done, off_t(flushedLength + done))
+                }
+                guard n > 0 else { throw SystemError("write", errno: EIO) }
+                done += n
+            } catch {
+                throw .scratch(path: name, operation: "write", reason: error.reason)
             }
-            done += n
         }
         flushedLength += buffered
         buffered = 0
@@ -87,11 +85,15 @@ final class ScratchFile {
     func read(into target: UnsafeMutableRawBufferPointer, at offset: Int) throws(OSMError) {
         var done = 0
         while done < target.count {
-            let n = pread(descriptor, target.baseAddress! + done, target.count - done, off_t(offset + done))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                throw .scratch(path: name, operation: "read", reason: n == 0 ? "short file" : Self.describe(errno))
+            let n: Int
+            do {
+                n = try retryingOnInterrupt("read") {
+                    pread(descriptor, target.baseAddress! + done, target.count - done, off_t(offset + done))
+                }
+            } catch {
+                throw .scratch(path: name, operation: "read", reason: error.reason)
             }
+            guard n > 0 else { throw .scratch(path: name, operation: "read", reason: "short file") }
             done += n
         }
     }
@@ -103,8 +105,6 @@ final class ScratchFile {
         if length > 0 { try read(into: bytes.mutable, at: 0) }
         return bytes
     }
-
-    static func describe(_ code: Int32) -> String { String(cString: strerror(code)) }
 }
 
 /// Reads values back from bytes a `ScratchFile` wrote, in order; a short or bad record is an error

@@ -1,3 +1,5 @@
+import PlacedSystem
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -19,15 +21,14 @@ final class MappedFile {
     let identity: FileIdentity
     private let slot: Int
 
-    /// Maps `path`; nil with the errno of the failing call.
-    init(path: String) throws(MappingFailure) {
+    /// Maps `path`; a file that is not a regular one fails `open` with EINVAL.
+    init(path: String) throws(SystemError) {
         self.path = path
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw MappingFailure(operation: "open", errno: errno) }
+        let descriptor = try checkPOSIX(open(path, O_RDONLY | O_CLOEXEC), "open")
         defer { close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0 else { throw MappingFailure(operation: "fstat", errno: errno) }
-        guard status.st_mode & S_IFMT == S_IFREG else { throw MappingFailure(operation: "open", errno: EINVAL) }
+        try checkPOSIX(fstat(descriptor, &status), "fstat")
+        guard status.st_mode & S_IFMT == S_IFREG else { throw SystemError("open", errno: EINVAL) }
         identity = FileIdentity(status)
         let size = Int(status.st_size)
         guard size > 0 else {
@@ -35,15 +36,13 @@ final class MappedFile {
             slot = -1
             return
         }
-        guard let base = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0), base != MAP_FAILED else {
-            throw MappingFailure(operation: "mmap", errno: errno)
-        }
+        let base = try checkPOSIX(mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0), "mmap")
         // Queries touch a few pages here and there: no readahead, so the page cache (and RSS) holds what
         // was touched rather than the 128 kB around each touch.
         _ = madvise(base, size, MADV_RANDOM)
         guard let slot = MappingGuard.register(UnsafeRawPointer(base), size) else {
             munmap(base, size)
-            throw MappingFailure(operation: "register mapping", errno: EMFILE)
+            throw SystemError("register mapping", errno: EMFILE)
         }
         self.slot = slot
         bytes = UnsafeRawBufferPointer(start: base, count: size)
@@ -80,11 +79,6 @@ final class MappedFile {
         guard let base = bytes.baseAddress else { return }
         _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, MADV_SEQUENTIAL)
     }
-}
-
-struct MappingFailure: Error {
-    let operation: String
-    let errno: Int32
 }
 
 /// The process's SIGBUS handler for the mappings above. A fault inside a registered mapping replaces

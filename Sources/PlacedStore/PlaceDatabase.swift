@@ -1,5 +1,6 @@
 import CSQLite
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -53,6 +54,13 @@ public enum PlaceDatabaseError: Error, Equatable, CustomStringConvertible {
             "\(path) is replaced, but syncing its directory failed (\(String(cString: strerror(code)))): "
                 + "a power loss may bring back the file before it"
         }
+    }
+}
+
+extension PlaceDatabaseError {
+    /// A file-system call on `path` failed.
+    static func cannotWrite(path: String, _ error: SystemError) -> Self {
+        .cannotWrite(path: path, operation: error.call, errno: error.errno)
     }
 }
 
@@ -219,10 +227,7 @@ public final class PlaceDatabase {
         } catch {
             if error.errno == ENOENT { throw .missing(path: path) }
             if error.errno == EINVAL { throw .notADatabase(path: path) }
-            throw .sqlite(
-                SQLiteError(
-                    code: SQLITE_CANTOPEN, message: String(cString: strerror(error.errno)),
-                    operation: "\(error.operation) \(path)"))
+            throw .sqlite(SQLiteError(code: SQLITE_CANTOPEN, message: error.reason, operation: "\(error.call) \(path)"))
         }
         let bytes = file.bytes
         // What every start reads, asked for at once rather than fault by fault (`PlaceFileReadahead`): the

@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -11,13 +12,18 @@ extension PlaceDatabase {
     /// may belong to placed, so another process could have swapped something in under the name; the
     /// mode and owner given next would then have gone to that (a root-owned file handed to placed).
     static func reopenOwnFile(_ path: String) throws(PlaceDatabaseError) -> Int32 {
-        let descriptor = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .cannotWrite(path: path, operation: "open", errno: errno) }
+        let descriptor: Int32
+        do {
+            descriptor = try checkPOSIX(Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC), "open")
+        } catch {
+            throw .cannotWrite(path: path, error)
+        }
         var status = stat()
-        guard fstat(descriptor, &status) == 0 else {
-            let code = errno
+        do {
+            try checkPOSIX(fstat(descriptor, &status), "fstat")
+        } catch {
             Glibc.close(descriptor)
-            throw .cannotWrite(path: path, operation: "fstat", errno: code)
+            throw .cannotWrite(path: path, error)
         }
         guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1, status.st_uid == geteuid() else {
             Glibc.close(descriptor)
@@ -33,31 +39,34 @@ extension PlaceDatabase {
     /// RSS, not in the large folios the writes left), renamed over it, and the rename made durable.
     /// Throws `.replacedWithoutSync` when only that last step failed: the new file is in place then.
     static func install(_ temporary: String, descriptor: Int32, over target: String) throws(PlaceDatabaseError) {
-        var original = stat()
-        if stat(target, &original) == 0 {
-            guard fchmod(descriptor, original.st_mode & 0o7777) == 0 else {
-                throw .cannotWrite(path: temporary, operation: "chmod", errno: errno)
-            }
-            var status = stat()
-            guard fstat(descriptor, &status) == 0 else {
-                throw .cannotWrite(path: temporary, operation: "fstat", errno: errno)
-            }
-            // Only root may give a file away; anyone else's import makes it theirs, as before.
-            if geteuid() == 0, original.st_uid != status.st_uid || original.st_gid != status.st_gid {
-                guard fchown(descriptor, original.st_uid, original.st_gid) == 0 else {
-                    throw .cannotWrite(path: temporary, operation: "chown", errno: errno)
+        do {
+            var original = stat()
+            if stat(target, &original) == 0 {
+                try checkPOSIX(fchmod(descriptor, original.st_mode & 0o7777), "chmod")
+                var status = stat()
+                try checkPOSIX(fstat(descriptor, &status), "fstat")
+                // Only root may give a file away; anyone else's import makes it theirs, as before.
+                if geteuid() == 0, original.st_uid != status.st_uid || original.st_gid != status.st_gid {
+                    try checkPOSIX(fchown(descriptor, original.st_uid, original.st_gid), "chown")
                 }
             }
+            try checkPOSIX(fsync(descriptor), "fsync")
+        } catch {
+            throw .cannotWrite(path: temporary, error)
         }
-        guard fsync(descriptor) == 0 else { throw .cannotWrite(path: temporary, operation: "fsync", errno: errno) }
         _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))
-        guard rename(temporary, target) == 0 else {
-            throw .cannotWrite(path: target, operation: "rename", errno: errno)
+        do {
+            try checkPOSIX(rename(temporary, target), "rename")
+        } catch {
+            throw .cannotWrite(path: target, error)
         }
-        let directory = directoryName(of: target)
-        let directoryDescriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryDescriptor >= 0 else { throw .replacedWithoutSync(path: target, errno: errno) }
-        defer { Glibc.close(directoryDescriptor) }
-        guard fsync(directoryDescriptor) == 0 else { throw .replacedWithoutSync(path: target, errno: errno) }
+        do {
+            let directory = try checkPOSIX(
+                Glibc.open(directoryName(of: target), O_RDONLY | O_DIRECTORY | O_CLOEXEC), "open")
+            defer { Glibc.close(directory) }
+            try checkPOSIX(fsync(directory), "fsync")
+        } catch {
+            throw .replacedWithoutSync(path: target, errno: error.errno)
+        }
     }
 }

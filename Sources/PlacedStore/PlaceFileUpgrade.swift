@@ -1,5 +1,6 @@
 import CSQLite
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -86,8 +87,10 @@ public enum PlaceFileUpgrade {
         let descriptor = try PlaceDatabase.reopenOwnFile(temporary)
         defer { Glibc.close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0 else {
-            throw .cannotWrite(path: temporary, operation: "fstat", errno: errno)
+        do {
+            try checkPOSIX(fstat(descriptor, &status), "fstat")
+        } catch {
+            throw .cannotWrite(path: temporary, error)
         }
         let start = (Int(status.st_size) + PlacePack.alignment - 1) / PlacePack.alignment * PlacePack.alignment
         var writer = FileWriter(descriptor: descriptor, path: temporary, offset: start)
@@ -162,8 +165,12 @@ public enum PlaceFileUpgrade {
     private static func writeSQLitePart(_ image: UnsafeRawBufferPointer, to path: String, schema: Int)
         throws(PlaceDatabaseError)
     {
-        let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw .cannotWrite(path: path, operation: "create", errno: errno) }
+        let descriptor: Int32
+        do {
+            descriptor = try checkPOSIX(Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644), "create")
+        } catch {
+            throw .cannotWrite(path: path, error)
+        }
         var writer = FileWriter(descriptor: descriptor, path: path, offset: 0)
         var at = 0
         while at < image.count {

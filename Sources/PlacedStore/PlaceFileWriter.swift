@@ -1,5 +1,6 @@
 import CSQLite
 import PlacedCore
+import PlacedSystem
 import PlacedThreads
 
 #if canImport(Glibc)
@@ -81,9 +82,11 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         temporaryPath = Self.temporaryPath(for: path)
         // A leftover of this same pid is ours by name (a crash before it could clean up).
         unlink(temporaryPath)
-        descriptor = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw .cannotWrite(path: temporaryPath, operation: "create", errno: errno)
+        do {
+            descriptor = try checkPOSIX(
+                Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644), "create")
+        } catch {
+            throw .cannotWrite(path: temporaryPath, error)
         }
         do {
             let directory = Self.directoryName(of: path)
@@ -406,8 +409,10 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         throws(PlaceDatabaseError)
     {
         var status = stat()
-        guard fstat(descriptor, &status) == 0 else {
-            throw .cannotWrite(path: temporaryPath, operation: "fstat", errno: errno)
+        do {
+            try checkPOSIX(fstat(descriptor, &status), "fstat")
+        } catch {
+            throw .cannotWrite(path: temporaryPath, error)
         }
         let start = (Int(status.st_size) + PlacePack.alignment - 1) / PlacePack.alignment * PlacePack.alignment
         progress?("appending the pack (\(packLength / 1_000_000) MB)")
@@ -600,26 +605,20 @@ struct PackColumnsWriter {
     }
 }
 
-/// A nameless file in a directory (O_TMPFILE; a named one unlinked at once where that is not
-/// supported): nothing is left behind whatever happens to the process.
+/// A nameless file in a directory (`openNamelessFile`): nothing is left behind whatever happens to the
+/// process.
 final class TemporaryFile {
     let descriptor: Int32
     let name: String
     private var isOpen = true
 
-    /// O_TMPFILE, which Swift does not import (`__O_TMPFILE | O_DIRECTORY`).
-    static let temporaryFlag: Int32 = 0o20_000_000 | O_DIRECTORY
-
     init(in directory: String) throws(PlaceDatabaseError) {
         name = "\(directory)/(temporary file)"
-        var fd = Glibc.open(directory, Self.temporaryFlag | O_RDWR | O_CLOEXEC, 0o600)
-        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
-            let path = "\(directory)/.placed-spill-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            if fd >= 0 { unlink(path) }
+        do {
+            descriptor = try openNamelessFile(in: directory, fallbackPrefix: ".placed-spill")
+        } catch {
+            throw .cannotWrite(path: name, operation: "create temporary file", errno: error.errno)
         }
-        guard fd >= 0 else { throw .cannotWrite(path: name, operation: "create temporary file", errno: errno) }
-        descriptor = fd
     }
 
     deinit { close() }
@@ -650,11 +649,23 @@ final class TemporaryFile {
     func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(PlaceDatabaseError) {
         var done = 0
         while done < buffer.count {
-            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: n < 0 ? errno : EIO) }
+            let n = try readSome(into: buffer.baseAddress! + done, count: buffer.count - done, at: offset + done)
             done += n
         }
+    }
+
+    /// One pread of up to `count` bytes: at least one (the file must be long enough, else EIO).
+    fileprivate func readSome(into target: UnsafeMutableRawPointer, count: Int, at offset: Int)
+        throws(PlaceDatabaseError) -> Int
+    {
+        let n: Int
+        do {
+            n = try retryingOnInterrupt("read") { pread(descriptor, target, count, off_t(offset)) }
+        } catch {
+            throw .cannotWrite(path: name, error)
+        }
+        guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: EIO) }
+        return n
     }
 
     func readAll(size: Int) throws(PlaceDatabaseError) -> [UInt8] { size == 0 ? [] : try read(at: 0, count: size) }
@@ -666,29 +677,36 @@ final class TemporaryFile {
         while done < length {
             var from = off_t(done)
             var to = off_t(offset + done)
-            let n = copyFileRange(descriptor, &from, target, &to, min(length - done, 1 << 30), 0)
-            if n > 0 {
-                done += n
-                continue
+            let n: Int
+            do {
+                n = try retryingOnInterrupt("copy_file_range") {
+                    copyFileRange(descriptor, &from, target, &to, min(length - done, 1 << 30), 0)
+                }
+            } catch {
+                // Nothing copied (EXDEV, EINVAL, ENOSYS on some file systems): the rest through a buffer.
+                if done == 0 && [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(error.errno) { break }
+                throw .cannotWrite(path: path, error)
             }
-            if n < 0 && errno == EINTR { continue }
-            // Nothing copied (EXDEV, EINVAL, ENOSYS on some file systems): the rest through a buffer.
-            if n < 0 && done == 0 && [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) { break }
-            throw .cannotWrite(path: path, operation: "copy_file_range", errno: n < 0 ? errno : EIO)
+            guard n > 0 else { throw .cannotWrite(path: path, operation: "copy_file_range", errno: EIO) }
+            done += n
         }
         let chunk = 4 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 4096)
         defer { buffer.deallocate() }
         while done < length {
             let want = min(chunk, length - done)
-            let n = pread(descriptor, buffer.baseAddress!, want, off_t(done))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw .cannotWrite(path: name, operation: "read", errno: n < 0 ? errno : EIO) }
+            let n = try readSome(into: buffer.baseAddress!, count: want, at: done)
             var written = 0
             while written < n {
-                let w = pwrite(target, buffer.baseAddress! + written, n - written, off_t(offset + done + written))
-                if w < 0 && errno == EINTR { continue }
-                guard w > 0 else { throw .cannotWrite(path: path, operation: "write", errno: w < 0 ? errno : EIO) }
+                let w: Int
+                do {
+                    w = try retryingOnInterrupt("write") {
+                        pwrite(target, buffer.baseAddress! + written, n - written, off_t(offset + done + written))
+                    }
+                } catch {
+                    throw .cannotWrite(path: path, error)
+                }
+                guard w > 0 else { throw .cannotWrite(path: path, operation: "write", errno: EIO) }
                 written += w
             }
             done += n
@@ -741,11 +759,7 @@ final class SpillReader {
             start = 0
             end = left
             while end < count {
-                let n = pread(file.descriptor, buffer.baseAddress! + end, buffer.count - end, off_t(offset))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    throw .cannotWrite(path: file.name, operation: "read", errno: n < 0 ? errno : EIO)
-                }
+                let n = try file.readSome(into: buffer.baseAddress! + end, count: buffer.count - end, at: offset)
                 end += n
                 offset += n
             }

@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -183,14 +184,16 @@ struct FileWriter {
     mutating func flush() throws(PlaceDatabaseError) {
         var done = 0
         while done < buffer.count {
-            let n = buffer.withUnsafeBytes { raw in
-                pwrite(descriptor, raw.baseAddress! + done, raw.count - done, off_t(flushedTo + done))
+            do {
+                let n = try retryingOnInterrupt("write") {
+                    buffer.withUnsafeBytes { raw in
+                        pwrite(descriptor, raw.baseAddress! + done, raw.count - done, off_t(flushedTo + done))
+                    }
+                }
+                done += n
+            } catch {
+                throw .cannotWrite(path: path, error)
             }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .cannotWrite(path: path, operation: "write", errno: errno)
-            }
-            done += n
         }
         flushedTo += buffer.count
         buffer.removeAll(keepingCapacity: true)

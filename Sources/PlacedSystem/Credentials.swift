@@ -58,17 +58,20 @@ public struct Credentials: Sendable, Equatable, CustomStringConvertible {
         var groups = [gid_t](repeating: 0, count: 32)
         while true {
             var length = socklen_t(groups.count * MemoryLayout<gid_t>.size)
-            if getsockopt(socket, SOL_SOCKET, SO_PEERGROUPS, &groups, &length) == 0 {
+            do {
+                try checkPOSIX(
+                    getsockopt(socket, SOL_SOCKET, SO_PEERGROUPS, &groups, &length), "getsockopt(SO_PEERGROUPS)")
                 return Array(groups.prefix(Int(length) / MemoryLayout<gid_t>.size))
-            }
-            switch errno {
-            case ERANGE where Int(length) > groups.count * MemoryLayout<gid_t>.size:
-                // The kernel reports the size it needs.
-                groups = [gid_t](repeating: 0, count: Int(length) / MemoryLayout<gid_t>.size)
-            case ENOPROTOOPT:
-                return nil
-            default:
-                throw SystemError("getsockopt(SO_PEERGROUPS)", errno: errno)
+            } catch {
+                switch error.errno {
+                case ERANGE where Int(length) > groups.count * MemoryLayout<gid_t>.size:
+                    // The kernel reports the size it needs.
+                    groups = [gid_t](repeating: 0, count: Int(length) / MemoryLayout<gid_t>.size)
+                case ENOPROTOOPT:
+                    return nil
+                default:
+                    throw error
+                }
             }
         }
     }

@@ -113,9 +113,8 @@ public func writeAll(_ fd: Int32, _ text: String) {
     text.withUTF8 { bytes in
         var offset = 0
         while offset < bytes.count {
-            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
+            let n = try? retryingOnInterrupt("write") { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+            guard let n, n > 0 else { return }
             offset += n
         }
     }

@@ -25,17 +25,23 @@ public enum ServiceCredential {
         guard let directory = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !directory.isEmpty
         else { throw .noCredentials(name: name) }
         guard !name.isEmpty, !name.contains("/") else { throw .unreadable(name: name, reason: "not a credential name") }
-        let fd = open(directory + "/" + name, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw .unreadable(name: name, reason: "\(directory)/\(name): \(String(cString: strerror(errno)))")
+        let path = directory + "/" + name
+        let fd: Int32
+        do {
+            fd = try checkPOSIX(open(path, O_RDONLY | O_CLOEXEC), path)
+        } catch {
+            throw .unreadable(name: name, reason: error.description)
         }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = Glibc.read(fd, &buffer, buffer.count)
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else { throw .unreadable(name: name, reason: String(cString: strerror(errno))) }
+            let count: Int
+            do {
+                count = try retryingOnInterrupt("read") { Glibc.read(fd, &buffer, buffer.count) }
+            } catch {
+                throw .unreadable(name: name, reason: error.reason)
+            }
             if count == 0 { break }
             bytes += buffer.prefix(count)
             guard bytes.count <= 65536 else { throw .unreadable(name: name, reason: "larger than 64 KiB") }

@@ -102,8 +102,9 @@ public enum UnixSocket {
                 Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        if result == -1 {
-            let error = SystemError("connect(\(path))", errno: errno)
+        do {
+            try checkPOSIX(result, "connect(\(path))")
+        } catch {
             close(fd)
             throw error
         }
@@ -136,19 +137,29 @@ public enum UnixSocket {
     public static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError)
         -> Transfer
     {
-        let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-        if count > 0 { return .bytes(count) }
-        if count == 0 { return .endOfStream }
-        if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return .wouldBlock }
-        throw SystemError("recv", errno: errno)
+        do {
+            let count = try checkPOSIX(recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT)), "recv")
+            return count > 0 ? .bytes(count) : .endOfStream
+        } catch {
+            switch error.errno {
+            case EAGAIN, EWOULDBLOCK, EINTR: return .wouldBlock
+            default: throw error
+            }
+        }
     }
 
     /// Writes what `fd` takes of `bytes` now, without waiting and without SIGPIPE.
     public static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Transfer {
-        let count = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-        if count > 0 { return .bytes(count) }
-        if count == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return .wouldBlock }
-        throw SystemError("send", errno: errno)
+        do {
+            let count = try checkPOSIX(
+                Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)), "send")
+            return count > 0 ? .bytes(count) : .wouldBlock
+        } catch {
+            switch error.errno {
+            case EAGAIN, EWOULDBLOCK, EINTR: return .wouldBlock
+            default: throw error
+            }
+        }
     }
 
     private static func socketAddress(_ path: String) throws(SystemError) -> sockaddr_un {
@@ -177,7 +188,12 @@ public enum UnixSocket {
                 Glibc.connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        return result == 0 || errno == EAGAIN
+        do {
+            try checkPOSIX(result, "connect")
+        } catch {
+            return error.errno == EAGAIN
+        }
+        return true
     }
 }
 

@@ -270,9 +270,10 @@ func readFile(_ path: String, limit: Int, count wanted: Int? = nil) -> [UInt8]? 
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16 * 1024)
     while true {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        guard count >= 0 else { return nil }
+        let count = try? retryingOnInterrupt("read") {
+            chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        }
+        guard let count else { return nil }
         if count == 0 { return wanted == nil || bytes.count == wanted ? bytes : nil }
         bytes += chunk[..<count]
         if let wanted, bytes.count >= wanted { return Array(bytes.prefix(wanted)) }

@@ -248,7 +248,9 @@ public final class HTTPServer {
                     Unmanaged<HTTPServer>.fromOpaque(context!).takeUnretainedValue().completed(requestContext!)
                 }, context)
         else {
-            throw SystemError("MHD_start_daemon", errno: errno == 0 ? EINVAL : errno)
+            // libmicrohttpd may fail without setting errno (an option it refuses): EINVAL then.
+            let failure = SystemError("MHD_start_daemon")
+            throw failure.errno != 0 ? failure : SystemError(failure.call, errno: EINVAL)
         }
         self.daemon = daemon
         let epoll = placed_mhd_epoll_fd(daemon)
@@ -380,19 +382,33 @@ public final class HTTPServer {
                     raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .file(let path):
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            var status = stat()
-            guard fd >= 0, fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                if fd >= 0 { close(fd) }
-                Log.warning("cannot serve \(path): \(String(cString: strerror(errno)))")
+            let file: (fd: Int32, size: UInt64)
+            do {
+                file = try Self.openRegularFile(path)
+            } catch {
+                Log.warning("cannot serve \(path): \(error.reason)")
                 return queue(.failure(.notFound), on: exchange)
             }
-            made = MHD_create_response_from_fd64(UInt64(status.st_size), fd)  // closes fd when done
+            made = MHD_create_response_from_fd64(file.size, file.fd)  // closes fd when done
         }
         guard let made else { return MHD_Result.NO }
         defer { MHD_destroy_response(made) }
         addHeaders([HTTPHeader("Content-Type", response.contentType)] + response.headers, to: made)
         return MHD_queue_response(exchange.connection, UInt32(response.status), made)
+    }
+
+    /// `path` open for reading and its size; a file that is not a regular one fails with EINVAL.
+    private static func openRegularFile(_ path: String) throws(SystemError) -> (fd: Int32, size: UInt64) {
+        let fd = try checkPOSIX(open(path, O_RDONLY | O_CLOEXEC), "open")
+        var status = stat()
+        do throws(SystemError) {
+            try checkPOSIX(fstat(fd, &status), "fstat")
+            guard status.st_mode & S_IFMT == S_IFREG else { throw SystemError("open", errno: EINVAL) }
+        } catch {
+            close(fd)
+            throw error
+        }
+        return (fd, UInt64(status.st_size))
     }
 
     private func queue(_ stream: EventStream, headers: [HTTPHeader], on exchange: Exchange) -> MHD_Result {

@@ -11,8 +11,7 @@ public enum ListenSocket {
     /// the environment either way. Anything else passed is an error: placed-web would serve on
     /// something nobody meant.
     public static func passed() throws(SystemError) -> Int32? {
-        let count = sd_listen_fds(1)
-        if count < 0 { throw SystemError("sd_listen_fds", errno: -count) }
+        let count = try checkSD(sd_listen_fds(1), "sd_listen_fds")
         guard count > 0 else { return nil }
         let fd = SD_LISTEN_FDS_START
         guard count == 1 else {

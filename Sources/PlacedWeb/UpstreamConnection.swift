@@ -141,8 +141,9 @@ final class UpstreamConnection {
                 Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        if result == -1 {
-            let error = SystemError("connect(\(path))", errno: errno)
+        do {
+            try checkPOSIX(result, "connect(\(path))")
+        } catch {
             Glibc.close(fd)
             throw error
         }

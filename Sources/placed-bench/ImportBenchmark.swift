@@ -1,6 +1,7 @@
 import PlacedCore
 import PlacedOSM
 import PlacedStore
+import PlacedSystem
 import PlacedTestSupport
 
 // placed-bench import: .osm.pbf → places and map layer, beside `osmium export` of the same file in the same run.
@@ -147,7 +148,7 @@ func spawn(_ argv: [String]) throws -> Int32 {
         throw BenchmarkFailure("\(argv[0]): \(String(cString: strerror(result)))")
     }
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    try retryingOnInterrupt("waitpid") { waitpid(pid, &status, 0) }
     return status
 }
 

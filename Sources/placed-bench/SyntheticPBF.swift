@@ -1,5 +1,6 @@
 import CZlib
 import PlacedCore
+import PlacedSystem
 import PlacedTestSupport
 
 // placed-bench synthesize: large synthetic .osm.pbf extracts written directly (DenseNodes, zlib), for the
@@ -421,7 +422,7 @@ struct BlobWriter {
         fwrite(header.buffer, 1, header.buffer.count, file)
         fwrite(blob.buffer, 1, blob.buffer.count, file)
         guard ferror(file) == 0 else {
-            throw BenchmarkFailure("writing the extract failed: \(String(cString: strerror(errno)))")
+            throw BenchmarkFailure("writing the extract failed: \(SystemError("fwrite").reason)")
         }
     }
 }

@@ -415,9 +415,14 @@ public final class Daemon: PlacesService, LocationSink {
 
     /// The places at `path`, or nil (with a warning) when none have been imported yet.
     static func loadCatalogIfPresent(_ path: String) throws -> PlaceCatalog? {
-        if access(path, F_OK) != 0, errno == ENOENT {
-            Log.warning("no places database at \(path): rankings stay empty until one is imported (placectl import)")
-            return nil
+        do {
+            try checkPOSIX(access(path, F_OK), "access")
+        } catch {
+            if error.errno == ENOENT {
+                Log.warning(
+                    "no places database at \(path): rankings stay empty until one is imported (placectl import)")
+                return nil
+            }
         }
         return try PlaceCatalog(path: path)
     }

@@ -1,4 +1,5 @@
 import PlacedCore
+import PlacedSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -94,19 +95,22 @@ public enum ConfigFile {
     }
 
     static func readIfPresent(_ path: String) throws(ConfigError) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+        let fd: Int32
+        do {
+            fd = try checkPOSIX(open(path, O_RDONLY | O_CLOEXEC), "open")
+        } catch {
+            if error.errno == ENOENT { return nil }
+            throw ConfigError(file: path, line: 0, message: error.reason)
         }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = read(fd, &buffer, buffer.count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+            let n: Int
+            do {
+                n = try retryingOnInterrupt("read") { read(fd, &buffer, buffer.count) }
+            } catch {
+                throw ConfigError(file: path, line: 0, message: error.reason)
             }
             if n == 0 { break }
             bytes += buffer[0..<n]

@@ -80,8 +80,11 @@ enum FleetDropInCommand: Command {
     private static func checkConfig(_ placed: String, _ arguments: [String]) throws -> String {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
-        guard pipe(&output) == 0, pipe(&errors) == 0 else {
-            throw failure("pipe: \(String(cString: strerror(errno)))")
+        do {
+            try checkPOSIX(pipe(&output), "pipe")
+            try checkPOSIX(pipe(&errors), "pipe")
+        } catch {
+            throw failure(error.description)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -104,7 +107,7 @@ enum FleetDropInCommand: Command {
         let text = readAll(output[0])
         let complaint = readAll(errors[0])
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        _ = try? retryingOnInterrupt("waitpid") { waitpid(pid, &status, 0) }
         guard status == 0 else {
             throw failure("placed --check-config: \(complaint.trimmingCharacters(in: "\n"))")
         }
@@ -115,15 +118,22 @@ enum FleetDropInCommand: Command {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 { bytes += chunk[..<n] } else if n < 0 && errno == EINTR { continue } else { break }
+            let n = try? retryingOnInterrupt("read") {
+                chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            }
+            guard let n, n > 0 else { break }
+            bytes += chunk[..<n]
         }
         return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func readText(_ path: String) throws -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw failure("\(path): \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        do {
+            fd = try checkPOSIX(open(path, O_RDONLY | O_CLOEXEC), path)
+        } catch {
+            throw failure(error.description)
+        }
         defer { close(fd) }
         return readAll(fd)
     }
@@ -151,18 +161,28 @@ enum FleetDropInCommand: Command {
 
     private static func write(_ text: String, to path: String) throws {
         let directory = String(path[..<path.lastIndex(of: "/")!])
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw failure("\(directory): \(String(cString: strerror(errno)))")
+        do {
+            try checkPOSIX(mkdir(directory, 0o755), directory)
+        } catch {
+            guard error.errno == EEXIST else { throw failure(error.description) }
         }
         let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw failure("\(temporary): \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        do {
+            fd = try checkPOSIX(open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644), temporary)
+        } catch {
+            throw failure(error.description)
+        }
         writeAll(fd, text)
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard synced, rename(temporary, path) == 0 else {
+        do {
+            do {
+                defer { close(fd) }
+                try checkPOSIX(fsync(fd), path)
+            }
+            try checkPOSIX(rename(temporary, path), path)
+        } catch {
             unlink(temporary)
-            throw failure("\(path): \(String(cString: strerror(errno)))")
+            throw failure(error.description)
         }
     }
 }

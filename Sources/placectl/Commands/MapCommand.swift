@@ -119,20 +119,20 @@ enum MapCommand: Command {
     }
 
     static func write(_ text: String, to path: String) throws(MapPNG.Failure) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .system("cannot write \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let bytes = Array(text.utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n > 0 {
+        do throws(SystemError) {
+            let fd = try checkPOSIX(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644), "cannot write \(path)")
+            defer { close(fd) }
+            let bytes = Array(text.utf8)
+            var done = 0
+            while done < bytes.count {
+                let n = try retryingOnInterrupt("cannot write \(path)") {
+                    bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+                }
+                guard n > 0 else { throw SystemError("cannot write \(path)", errno: EIO) }
                 done += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                throw .system("cannot write \(path): \(String(cString: strerror(errno)))")
             }
+        } catch {
+            throw .system(error.description)
         }
     }
 }
