@@ -190,10 +190,12 @@ public final class VarlinkServer {
         loop.preconditionInLoop()
         // Bounded per wake-up so a connection storm cannot starve the clients already served.
         for _ in 0..<256 {
-            let fd = accept(listener, nil, nil)
-            if fd < 0 {
-                switch errno {
-                case EINTR, ECONNABORTED: continue
+            let fd: Int32
+            do {
+                fd = try retryingOnInterrupt("accept") { accept(listener, nil, nil) }
+            } catch {
+                switch error.errno {
+                case ECONNABORTED: continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM: pauseAccepting()
                 default: break
                 }
