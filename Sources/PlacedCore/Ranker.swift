@@ -164,7 +164,7 @@ public struct Ranker: Sendable {
     /// place first; many picks spread the way the model expects are best explained by a strong one, so
     /// they leave the model in charge. A single α cannot do both: a weak one followed every stray pick in a
     /// dense centre (calibration error 0.039 instead of 0.010 on the snap visits, top 1 down 4 points), a
-    /// strong one needed many picks (`placed-bench learn`, WIRING.md).
+    /// strong one needed many picks (`placed-bench learn`).
     ///
     /// A pick of place i made at distance d counts w = 2^(−age/halfLife) · exp(−d² / 2h²),
     /// h² = k²(σ² + σ_pick² + r_i²/2): the spread of two fixes taken at the same place (each fix's noise, and

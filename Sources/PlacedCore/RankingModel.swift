@@ -25,7 +25,7 @@ public struct RankingModel: Sendable, Equatable {
     /// β: a place selected n times before, anywhere, has its weight multiplied by (1 + n)^β. 0 by
     /// default: learning from picks where they were made (`PickMemory`) replaces it. On top of it, a
     /// global prior changed rankings far from every pick, cost one-off visits and calibration
-    /// (`placed-bench learn --global-exponent 0.3`, WIRING.md).
+    /// (`placed-bench learn --global-exponent 0.3`).
     public var selectionExponent: Double
     /// Weight of "none of these" for a device at rest.
     public var noneWeightAtRest: Double
@@ -125,8 +125,8 @@ public struct RankingModel: Sendable, Equatable {
 extension RankingModel {
     /// Where people go, relative to an ordinary place (1): eating, drinking and everyday shopping often;
     /// artworks, memorials, office names and bare buildings rarely. Point extents follow the usual size of
-    /// the premises. Tuned by hand on `placed-bench snap --seed 1`; seed 2 is held out (README, "How places are
-    /// ranked").
+    /// the premises. Tuned by hand on `placed-bench snap --seed 1`; seed 2 is held out
+    /// (docs/DESIGN.md, "Likelihood model").
     public static let standardKinds: [String: KindPrior] = [
         // Food and drink.
         "amenity=restaurant": .init(weight: 3),

@@ -210,7 +210,7 @@ public enum ImportPasses: Sendable, Equatable {
     /// 512 MiB: a country extract of a few hundred MB is read in two passes.
     public static let defaultLimit = 512 << 20
     /// What one read keeps per byte of .osm.pbf: 12 bytes a node and 2–3 a way ref, at 1–1.5 elements a
-    /// byte for real extracts (measured on the synthetic ones too, see BENCHMARKS.md).
+    /// byte for real extracts (measured on the synthetic ones too, `placed-bench import`).
     public static let bytesPerFileByte = 20
 
     /// The budget of the disk-backed import's buckets (addresses, their answers).

@@ -410,7 +410,7 @@ struct MultiRowInsert {
     private let many: Statement
 
     /// INSERT INTO `table`(`columns`), `parametersARow` of them. 64 rows a statement wrote the places'
-    /// rows 11 % faster than 16 did, 256 no faster than 64 (BENCHMARKS, "64 rows an INSERT").
+    /// rows 11 % faster than 16 did, 256 no faster than 64 (`placed-bench import`).
     init(
         into table: String, columns: String, parametersARow: Int32, rowsAStatement: Int = 64, on database: Database
     ) throws(SQLiteError) {

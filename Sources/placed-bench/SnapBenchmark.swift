@@ -138,12 +138,12 @@ enum AccuracyReading {
     case radius95
     /// The radius holding 68 % of fixes: Android's `Location.getAccuracy()`.
     case radius68
-    /// σ per axis: the unit of `Fix.accuracy` and of `placectl rank --accuracy`.
+    /// σ per axis: the unit of `Fix.accuracy`, the core's (every interface takes the 95 % radius).
     case sigmaPerAxis
 
     var summary: String {
         switch self {
-        case .radius95: "a 95 % radius, as gpsd's eph (DESIGN.md): sigma = accuracy / 2.448  [the goal's reading]"
+        case .radius95: "a 95 % radius, as gpsd's eph (docs/DESIGN.md): sigma = accuracy / 2.448  [the goal's reading]"
         case .radius68: "a 68 % radius, as Android's Location accuracy: sigma = accuracy / 1.510"
         case .sigmaPerAxis: "sigma per axis, as Fix.accuracy: sigma = accuracy"
         }
