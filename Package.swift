@@ -130,6 +130,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "PlacedFleetTests",
-            dependencies: ["PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem", "CMosquitto"]),
+            dependencies: [
+                "PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem", "PlacedTestSupport",
+                "CMosquitto",
+            ]),
     ]
 )

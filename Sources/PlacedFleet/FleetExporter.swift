@@ -44,48 +44,117 @@ public final class FleetExporter {
     public let outbox: Outbox
     private let loop: EventLoop
     private let password: String?
+    /// Where the connection to the brokers stands; changed only by `setState`.
+    private var state: State = .stopped
     private var rotation: BrokerRotation
-    private var connection: MQTTConnection?
+    /// The messages in flight on the current connection, and the cursor in memory: every message up to
+    /// `acknowledgedThrough` is acknowledged.
     private var window: DeliveryWindow
     private var poison = PoisonMessageDetector()
-    /// The cursor when the current connection was accepted, when that was, and when it last sent a message.
-    private var cursorAtConnect: Int64 = 0
-    private var connectedAt: UInt64 = 0
-    private var lastSendAt: UInt64 = 0
-    /// While probing for a message the broker will not take: the connection's quiet period, nothing sent.
-    private var quietTimer: EventSource?
-    /// The current connection was given up because the broker turned a message away for now.
-    private var endedForRefusal = false
-    /// When the cursor last moved on this connection (or it was accepted).
-    private var lastProgressAt: UInt64 = 0
-    private var acknowledgementTimer: EventSource?
-    private var probingAnnounced = false
-    /// Message id → outbox sequence number, for this connection's messages in flight.
-    private var sequences: [Int32: Int64] = [:]
-    private var reconnectTimer: EventSource?
-    /// The lookup of the broker being tried, and the addresses of its name not tried yet.
-    private var lookup: HostLookup?
-    private var addresses: [String] = []
-    /// The state and outbox count before the selection transaction in progress (`recordAlongside`).
-    private var beforeSelection: (snapshot: [String: JSON], unwritten: [(Int64) -> Outbox.Message], durable: Bool)?
+    /// The failure last logged: the same one again (a broker down for hours) goes to the debug log.
+    private var lastFailure: String?
+    /// Events waiting to be written after the current loop iteration.
+    private var unwritten = UnwrittenEvents()
+    /// What `placed/<device>/state` says now.
+    private var snapshot: [String: JSON] = [:]
+    /// The state and the events waiting before the selection transaction in progress (`recordAlongside`).
+    private var beforeSelection: (snapshot: [String: JSON], unwritten: UnwrittenEvents)?
     private var flushSource: EventSource?
     private var cursorTimer: EventSource?
     /// Messages acknowledged since the cursor was last written (still rows in the outbox).
     private var uncommittedAcknowledgements = 0
-    /// Events waiting to be written (after the current loop iteration): updates, and visits (`durable`).
-    private var unwritten: [(Int64) -> Outbox.Message] = []
-    private var unwrittenDurable = false
-    /// What `placed/<device>/state` says now.
-    private var snapshot: [String: JSON] = [:]
-    private var cursorCommitted: Int64
+    /// Events the outbox could not store.
     private var unrecorded: Int64 = 0
-    private var rejected: Int64 = 0
     private var lastDropLog: UInt64 = 0
-    private var lastFailure: String?
-    private var started = false
     public private(set) var status: FleetStatus
     /// Called when the state, the broker or the last error changes (for D-Bus PropertiesChanged).
     public var onStatusChange: ((FleetStatus) -> Void)?
+
+    /// The connection's lifecycle. Each state owns what only it needs, so leaving it drops its lookup,
+    /// its connection and its timers.
+    private enum State: CustomStringConvertible {
+        /// Not started, or stopped.
+        case stopped
+        /// Looking the current broker's name up.
+        case resolving(HostLookup)
+        /// Waiting for the broker to accept the connection; `untried`: its name's other addresses.
+        case connecting(MQTTConnection, untried: [String])
+        case connected(Link)
+        /// Trying again on the next loop iteration: the name's next address, or the next broker.
+        case retrying(EventSource?)
+        /// Every broker failed in a row: trying the current one again after `delay` microseconds.
+        case backingOff(EventSource?, delay: UInt64)
+
+        var connection: MQTTConnection? {
+            switch self {
+            case .connecting(let connection, _): connection
+            case .connected(let link): link.connection
+            case .stopped, .resolving, .retrying, .backingOff: nil
+            }
+        }
+
+        /// The state as `placectl status`, D-Bus and varlink show it.
+        var shown: FleetStatus.State {
+            switch self {
+            case .stopped: .stopped
+            case .resolving, .connecting, .retrying: .connecting
+            case .connected: .connected
+            case .backingOff: .backoff
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .stopped: "stopped"
+            case .resolving(let lookup): "resolving \(lookup.host)"
+            case .connecting(let connection, _):
+                "connecting to \(connection.broker)"
+                    + (connection.host == connection.broker.host ? "" : " at \(connection.host)")
+            case .connected(let link): "connected to \(link.connection.broker)"
+            case .retrying: "retrying"
+            case .backingOff(_, let delay): "backing off \(FleetExporter.seconds(delay)) s"
+            }
+        }
+    }
+
+    /// What one accepted connection needs, for as long as it lasts.
+    private final class Link {
+        let connection: MQTTConnection
+        /// When the broker accepted the connection, and the cursor then.
+        let connectedAt: UInt64
+        let cursorAtConnect: Int64
+        /// Message id → outbox sequence number, for the messages in flight.
+        var sequences: [Int32: Int64] = [:]
+        /// When a message was last sent (the connection's start before any).
+        var lastSendAt: UInt64
+        /// When the cursor last moved (the connection's start before it did).
+        var lastProgressAt: UInt64
+        /// While probing for a message the broker will not take: the connection's quiet period, nothing sent.
+        var quietPeriod: EventSource?
+        /// While messages are in flight: the wake-up that gives the connection up when no PUBACK comes.
+        var acknowledgementWatch: EventSource?
+        /// placed gave the connection up because the broker turned a message away for now.
+        var refusedForNow = false
+
+        init(connection: MQTTConnection, at time: UInt64, cursor: Int64) {
+            self.connection = connection
+            connectedAt = time
+            cursorAtConnect = cursor
+            lastSendAt = time
+            lastProgressAt = time
+        }
+    }
+
+    /// Events not yet in the outbox: updates, and visits (`durable`: written with a sync to the disk).
+    private struct UnwrittenEvents {
+        var builds: [(Int64) -> Outbox.Message] = []
+        var durable = false
+
+        mutating func append(_ build: @escaping (Int64) -> Outbox.Message, durable: Bool) {
+            builds.append(build)
+            self.durable = self.durable || durable
+        }
+    }
 
     /// Reads the password credential and opens the outbox; connects only on `start()`.
     public init(loop: EventLoop, settings: FleetSettings, selections: SelectionLog) throws(FleetError) {
@@ -122,13 +191,12 @@ public final class FleetExporter {
         rotation = BrokerRotation(
             count: settings.brokers.count, stablePeriod: UInt64(settings.keepAlive) * 1_000_000)
         window = DeliveryWindow(capacity: settings.inFlight, after: outbox.acknowledged)
-        cursorCommitted = outbox.acknowledged
         status = FleetStatus(device: device)
         refreshCounts()
     }
 
     deinit {
-        connection?.close()
+        state.connection?.close()
     }
 
     // MARK: Topics
@@ -143,69 +211,77 @@ public final class FleetExporter {
     // MARK: Running
 
     public func start() {
-        guard !started else { return }
-        started = true
+        guard case .stopped = state else { return }
         Log.info(
             "fleet: device \(device), \(settings.brokers.count) broker(s), \(outbox.count) event(s) in the outbox"
                 + (outbox.dropped > 0 ? ", \(outbox.dropped) dropped so far" : ""))
-        connect()
+        connect(reason: "started")
     }
 
     /// Publishes `offline` (a clean disconnect makes the broker discard the will), disconnects, and keeps
     /// whatever is not acknowledged for the next start.
     public func stop() {
-        guard started else { return }
-        started = false
+        if case .stopped = state { return }
         writeUnwritten()
-        reconnectTimer = nil
-        lookup = nil
-        addresses = []
-        if let connection, connection.isConnected {
-            _ = try? connection.publish(topic: statusTopic, payload: Array("offline".utf8), retain: true)
+        if let connection = state.connection {
+            if connection.isConnected {
+                _ = try? connection.publish(topic: statusTopic, payload: Array("offline".utf8), retain: true)
+            }
+            connection.close()
         }
-        connection?.close()
-        connection = nil
-        quietTimer = nil
         commitCursor()
         cursorTimer = nil
         flushSource = nil
-        update(.stopped, broker: nil)
+        setState(.stopped, reason: "stopped")
     }
 
-    /// Tries the current broker: a numeric host at once; a name is looked up first, off the loop, and
-    /// each of its addresses is tried in turn (libmosquitto alone would take the first and block on the
-    /// lookup). A TLS broker gets its name, which the certificate check needs: libmosquitto resolves it
-    /// again, from the answer just received (systemd-resolved's or nscd's cache, or the DNS server that
-    /// has just answered).
-    private func connect() {
-        reconnectTimer = nil
-        guard started else { return }
+    /// Every transition goes through here: it is logged at debug, and the status follows the new state.
+    private func setState(_ new: State, reason: String) {
+        Log.debug("fleet: \(state) → \(new) (\(reason))")
+        state = new
+        refreshCounts()
+        let broker: String?
+        if case .stopped = new {
+            broker = nil
+        } else {
+            broker = settings.brokers[rotation.index].description
+        }
+        guard new.shown != status.state || broker != status.broker else { return }
+        status.state = new.shown
+        status.broker = broker
+        onStatusChange?(status)
+    }
+
+    /// Tries the current broker, at `untried`'s first address when its name was looked up: a numeric
+    /// host at once; a name is looked up first, off the loop, and each of its addresses is tried in turn
+    /// (libmosquitto alone would take the first and block on the lookup). A TLS broker gets its name,
+    /// which the certificate check needs: libmosquitto resolves it again, from the answer just received
+    /// (systemd-resolved's or nscd's cache, or the DNS server that has just answered).
+    private func connect(untried: [String] = [], reason: String) {
         let broker = settings.brokers[rotation.index]
-        update(.connecting, broker: broker.description)
-        if !addresses.isEmpty {
-            let address = addresses.removeFirst()
-            open(broker, host: broker.tls ? broker.host : address)
+        if let address = untried.first {
+            open(broker, host: broker.tls ? broker.host : address, untried: Array(untried.dropFirst()), reason: reason)
         } else if HostLookup.isNumeric(broker.host) {
-            open(broker, host: broker.host)
+            open(broker, host: broker.host, untried: [], reason: reason)
         } else {
             do {
-                lookup = try HostLookup(loop: loop, host: broker.host, port: broker.port) { [unowned self] outcome in
-                    lookup = nil
+                let lookup = try HostLookup(loop: loop, host: broker.host, port: broker.port) {
+                    [unowned self] outcome in
                     switch outcome {
                     case .failed(let reason): failed("\(broker): \(reason)")
                     case .addresses(let found):
                         // TLS connects by name once; plain MQTT tries every address.
-                        addresses = broker.tls ? [found[0]] : found
-                        connect()
+                        connect(untried: broker.tls ? [found[0]] : found, reason: "\(found.count) address(es)")
                     }
                 }
+                setState(.resolving(lookup), reason: reason)
             } catch {
                 failed(error.description)
             }
         }
     }
 
-    private func open(_ broker: BrokerAddress, host: String) {
+    private func open(_ broker: BrokerAddress, host: String, untried: [String], reason: String) {
         let options = MQTTConnection.Options(
             clientID: "placed-\(device)", keepAlive: settings.keepAlive, protocolVersion: settings.protocolVersion,
             username: settings.username, password: password, caFile: settings.caFile, certFile: settings.certFile,
@@ -215,106 +291,112 @@ public final class FleetExporter {
         do {
             let connection = try MQTTConnection(loop: loop, broker: broker, host: host, options: options)
             connection.onEvent = { [unowned self, unowned connection] event in handle(event, from: connection) }
-            self.connection = connection
+            setState(.connecting(connection, untried: untried), reason: reason)
         } catch {
-            failed(error.description)
+            failed(error.description, untried: untried)
         }
     }
 
     private func handle(_ event: MQTTConnection.Event, from source: MQTTConnection) {
-        guard source === connection else { return }
-        switch event {
-        case .connected:
-            addresses = []
-            rotation.connected(at: loop.now)
-            endedForRefusal = false
-            lastFailure = nil
-            status.lastError = nil
-            Log.info("fleet: connected to \(source.broker), \(outbox.count) event(s) to send")
-            window = DeliveryWindow(
-                capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
-            cursorAtConnect = window.acknowledgedThrough
-            connectedAt = loop.now
-            lastProgressAt = loop.now
-            if poison.isProbing, !probingAnnounced {
-                probingAnnounced = true
+        switch (state, event) {
+        case (.connecting(let connection, _), .connected) where connection === source:
+            connected(source)
+        case (.connecting(let connection, let untried), .disconnected(let reason, let tls)) where connection === source:
+            failed("\(source.broker): \(reason)", tls: tls, untried: untried)
+        case (.connected(let link), .acknowledged(let mid, let reason)) where link.connection === source:
+            acknowledged(mid, reason: reason, on: link)
+        case (.connected(let link), .disconnected(let reason, let tls)) where link.connection === source:
+            disconnected(link, reason: reason, tls: tls)
+        default:
+            break  // from a connection given up already
+        }
+    }
+
+    private func connected(_ connection: MQTTConnection) {
+        rotation.connected(at: loop.now)
+        lastFailure = nil
+        status.lastError = nil
+        Log.info("fleet: connected to \(connection.broker), \(outbox.count) event(s) to send")
+        window = DeliveryWindow(capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
+        let link = Link(connection: connection, at: loop.now, cursor: window.acknowledgedThrough)
+        _ = try? connection.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
+        setState(.connected(link), reason: "CONNACK")
+        if let quiet = poison.quietPeriod {
+            // A connection that drops by itself does so now, before any message could be blamed.
+            link.quietPeriod = try? loop.after(quiet) { [unowned self, unowned link] in
+                link.quietPeriod = nil
+                pump()
+            }
+        }
+        pump()
+    }
+
+    private func acknowledged(_ mid: Int32, reason: Int32, on link: Link) {
+        guard let sequence = link.sequences.removeValue(forKey: mid) else { return }  // the status message
+        switch PublishAcknowledgement(reasonCode: Int(reason)) {
+        case .accepted: break
+        case .refusedForGood: refused(sequence, reason: reason)
+        case .refusedForNow:
+            // Not acknowledged: the cursor stays before it, and the next connection, after the backoff,
+            // sends it again with everything after it.
+            rotation.refusedForNow(at: loop.now)
+            link.refusedForNow = true
+            link.connection.abandon(
+                "the broker turned event \(FleetPayload.messageID(device: device, sequence: sequence)) away "
+                    + "for now (MQTT reason 0x\(String(reason, radix: 16))); it is sent again")
+            return
+        }
+        rotation.acknowledged()
+        let inFlight = window.count
+        defer { uncommittedAcknowledgements += inFlight - window.count }
+        if let through = window.acknowledge(sequence) {
+            poison.acknowledged(through: through)
+            link.lastProgressAt = loop.now
+        }
+        // Nothing in flight: no PUBACK to wait for, and no wake-up for it while idle.
+        if window.isEmpty { link.acknowledgementWatch = nil }
+        scheduleFlush()
+    }
+
+    private func disconnected(_ link: Link, reason: String, tls: Bool) {
+        let unacknowledged = window.unacknowledged
+        window.restart()
+        // A connection placed gave up for a refusal the broker stated is no evidence of a close.
+        if !link.refusedForNow {
+            let wasProbing = poison.isProbing
+            let skipped = poison.connectionEnded(
+                progressed: window.acknowledgedThrough > link.cursorAtConnect, inFlight: unacknowledged,
+                sinceLastSend: loop.now &- link.lastSendAt, upBeforeSend: link.lastSendAt - link.connectedAt,
+                cursor: window.acknowledgedThrough)
+            if poison.isProbing, !wasProbing {
                 Log.warning(
                     "fleet: the last connections ended with nothing acknowledged: sending one event at a time, "
                         + "each after a quiet while, to find one the broker will not take")
             }
-            _ = try? source.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
-            update(.connected, broker: source.broker.description)
-            if let quiet = poison.quietPeriod {
-                // A connection that drops by itself does so now, before any message could be blamed.
-                quietTimer = try? loop.after(quiet) { [unowned self] in
-                    quietTimer = nil
-                    pump()
-                }
-            }
-            pump()
-        case let .acknowledged(mid, reason):
-            guard let sequence = sequences.removeValue(forKey: mid) else { return }  // the status message
-            switch PublishAcknowledgement(reasonCode: Int(reason)) {
-            case .accepted: break
-            case .refusedForGood: refused(sequence, reason: reason)
-            case .refusedForNow:
-                // Not acknowledged: the cursor stays before it, and the next connection, after the
-                // backoff, sends it again with everything after it.
-                rotation.refusedForNow(at: loop.now)
-                endedForRefusal = true
-                source.abandon(
-                    "the broker turned event \(FleetPayload.messageID(device: device, sequence: sequence)) away "
-                        + "for now (MQTT reason 0x\(String(reason, radix: 16))); it is sent again")
-                return
-            }
-            rotation.acknowledged()
-            let inFlight = window.count
-            defer { uncommittedAcknowledgements += inFlight - window.count }
-            if let through = window.acknowledge(sequence) {
-                poison.acknowledged(through: through)
-                lastProgressAt = loop.now
-                if !poison.isProbing { probingAnnounced = false }
-            }
-            // Nothing in flight: no PUBACK to wait for, and no wake-up for it while idle.
-            if window.isEmpty { acknowledgementTimer = nil }
-            scheduleFlush()
-        case let .disconnected(reason, tls):
-            connection = nil
-            quietTimer = nil
-            sequences.removeAll()
-            let unacknowledged = window.unacknowledged
-            let progressed = window.acknowledgedThrough > cursorAtConnect
-            let upBeforeSend = lastSendAt > connectedAt ? lastSendAt - connectedAt : 0
-            window.restart()
-            // A connection placed gave up for a refusal the broker stated is no evidence of a close.
-            let closedByBroker = !endedForRefusal
-            endedForRefusal = false
-            if status.state == .connected, closedByBroker,
-                let refused = poison.connectionEnded(
-                    progressed: progressed, inFlight: unacknowledged, sinceLastSend: loop.now &- lastSendAt,
-                    upBeforeSend: upBeforeSend, cursor: window.acknowledgedThrough)
-            {
-                window.giveUp(on: refused)
+            if let skipped {
+                window.giveUp(on: skipped)
                 uncommittedAcknowledgements += 1
-                rejected += 1
-                status.rejected = rejected
+                status.rejected += 1
                 Log.error(
-                    "fleet: \(source.broker) closed the connection each time event "
-                        + "\(FleetPayload.messageID(device: device, sequence: refused)) was sent alone: skipped, "
+                    "fleet: \(link.connection.broker) closed the connection each time event "
+                        + "\(FleetPayload.messageID(device: device, sequence: skipped)) was sent alone: skipped, "
                         + "counted as refused (an ACL denying its topic?)")
                 scheduleFlush()
             }
-            failed("\(source.broker): \(reason)", tls: tls)
         }
+        failed("\(link.connection.broker): \(reason)", tls: tls)
     }
 
-    /// `tls`: the TLS handshake failed, as when the broker's certificate is not trusted: an error.
-    private func failed(_ reason: String, tls: Bool = false) {
-        connection = nil
-        if !addresses.isEmpty, started {
+    /// The current broker failed; `untried`: the other addresses of its name, tried first. `tls`: the TLS
+    /// handshake failed, as when the broker's certificate is not trusted: an error.
+    private func failed(_ reason: String, tls: Bool = false, untried: [String] = []) {
+        // Not from inside the failing connection's own call chain: on the next iteration.
+        if !untried.isEmpty {
             // The broker's name has more addresses: the next one now, before the broker counts as failed.
-            Log.debug("fleet: \(reason); trying the next address of \(settings.brokers[rotation.index].host)")
-            reconnectTimer = try? loop.onNextIteration { [unowned self] in connect() }
+            let retry = try? loop.onNextIteration { [unowned self] in
+                connect(untried: untried, reason: "the next address")
+            }
+            setState(.retrying(retry), reason: reason)
             return
         }
         let quiet = reason == lastFailure
@@ -326,19 +408,17 @@ public final class FleetExporter {
         Log.log(
             tls ? .error : (quiet ? .debug : .warning),
             "fleet: \(reason); \(plan) (\(outbox.count) event(s) waiting)")
-        guard started else { return }
-        update(delay == 0 ? .connecting : .backoff, broker: next.description)
         if delay == 0 {
-            // Not from inside the failing connection's own call chain: on the next iteration.
-            reconnectTimer = try? loop.onNextIteration { [unowned self] in connect() }
+            let retry = try? loop.onNextIteration { [unowned self] in connect(reason: "the next broker") }
+            setState(.retrying(retry), reason: reason)
         } else {
-            reconnectTimer = try? loop.after(delay) { [unowned self] in connect() }
+            let retry = try? loop.after(delay) { [unowned self] in connect(reason: "the backoff is over") }
+            setState(.backingOff(retry, delay: delay), reason: reason)
         }
     }
 
     private func refused(_ sequence: Int64, reason: Int32) {
-        rejected += 1
-        status.rejected = rejected
+        status.rejected += 1
         Log.error(
             "fleet: the broker refused event \(FleetPayload.messageID(device: device, sequence: sequence)) "
                 + "(MQTT reason 0x\(String(reason, radix: 16))): it is not sent again")
@@ -348,7 +428,7 @@ public final class FleetExporter {
 
     /// Hands the broker what the outbox holds after the last message sent, while the window has room.
     private func pump() {
-        guard let connection, connection.isConnected, quietTimer == nil else { return }
+        guard case .connected(let link) = state, link.connection.isConnected, link.quietPeriod == nil else { return }
         while window.room > 0 {
             let asked = window.room
             let entries: [Outbox.Entry]
@@ -360,41 +440,43 @@ public final class FleetExporter {
             }
             for entry in entries {
                 do {
-                    let mid = try connection.publish(
+                    let mid = try link.connection.publish(
                         topic: entry.message.topic, payload: entry.message.payload, retain: entry.message.retained)
                     window.sent(entry.sequence)
-                    sequences[mid] = entry.sequence
-                    lastSendAt = loop.now
+                    link.sequences[mid] = entry.sequence
+                    link.lastSendAt = loop.now
                 } catch .notConnected {
                     return
                 } catch {
                     // This message cannot be sent at all (too large for the broker, say): skip it.
                     window.sent(entry.sequence)
                     _ = window.acknowledge(entry.sequence)
-                    rejected += 1
-                    status.rejected = rejected
+                    status.rejected += 1
                     Log.error("fleet: event \(entry.sequence) not sent: \(error)")
                 }
             }
             if entries.count < asked { break }
         }
         status.inFlight = window.count
-        if !window.isEmpty, acknowledgementTimer == nil { watchAcknowledgements(after: acknowledgementTimeout) }
+        if !window.isEmpty, link.acknowledgementWatch == nil {
+            watchAcknowledgements(on: link, after: acknowledgementTimeout)
+        }
     }
 
     /// A broker that keeps the connection (answering pings) but acknowledges nothing, such as a cluster
     /// node whose storage lost its leader, would hold the messages in flight forever: MQTT resends only on
     /// a new connection. After `acknowledgementTimeout` without a PUBACK the connection is given up, and
     /// the next broker gets everything unacknowledged.
-    private func watchAcknowledgements(after delay: UInt64) {
-        acknowledgementTimer = try? loop.after(delay) { [unowned self] in
-            acknowledgementTimer = nil
-            guard let connection, connection.isConnected, !window.isEmpty else { return }
-            let waited = loop.now &- lastProgressAt
+    private func watchAcknowledgements(on link: Link, after delay: UInt64) {
+        link.acknowledgementWatch = try? loop.after(delay) { [unowned self, unowned link] in
+            link.acknowledgementWatch = nil
+            guard link.connection.isConnected, !window.isEmpty else { return }
+            let waited = loop.now &- link.lastProgressAt
             if waited >= acknowledgementTimeout {
-                connection.abandon("no PUBACK for \(Self.seconds(waited)) s with \(window.count) message(s) in flight")
+                link.connection.abandon(
+                    "no PUBACK for \(Self.seconds(waited)) s with \(window.count) message(s) in flight")
             } else {
-                watchAcknowledgements(after: acknowledgementTimeout - waited)
+                watchAcknowledgements(on: link, after: acknowledgementTimeout - waited)
             }
         }
     }
@@ -418,7 +500,7 @@ public final class FleetExporter {
     /// The cursor is written at most every half second: on flash storage each write wears the medium, and
     /// a cursor a moment behind only means those messages are sent again after a crash.
     private func scheduleCursorCommit() {
-        guard window.acknowledgedThrough > cursorCommitted, cursorTimer == nil else { return }
+        guard window.acknowledgedThrough > outbox.acknowledged, cursorTimer == nil else { return }
         cursorTimer = try? loop.after(Self.cursorInterval) { [unowned self] in
             cursorTimer = nil
             commitCursor()
@@ -430,10 +512,9 @@ public final class FleetExporter {
 
     private func commitCursor() {
         let through = window.acknowledgedThrough
-        guard through > cursorCommitted else { return }
+        guard through > outbox.acknowledged else { return }
         do {
             try outbox.acknowledge(through: through)
-            cursorCommitted = through
             uncommittedAcknowledgements = 0
         } catch {
             // Kept in memory; written with the next acknowledgement. Lost at a crash, it only means
@@ -450,7 +531,6 @@ public final class FleetExporter {
             if outbox.acknowledged > window.acknowledgedThrough, window.isEmpty {
                 window = DeliveryWindow(capacity: window.capacity, after: outbox.acknowledged)
             }
-            cursorCommitted = outbox.acknowledged
             uncommittedAcknowledgements = 0
             refreshCounts()
             scheduleFlush()
@@ -485,13 +565,14 @@ public final class FleetExporter {
     /// the user saw acknowledged is always exported.
     /// `gpsTime`: the GPS time of the fix the selection was made at (its location's, else the latest fix's).
     public func recordAlongside(_ marker: Marker, record: [String: JSON], gpsTime: Double?) throws(SelectionLogError) {
-        beforeSelection = (snapshot, unwritten, unwrittenDurable)
+        beforeSelection = (snapshot, unwritten)
         let stamp = FleetStamp.now(gpsTime: gpsTime)
         snapshot["marker"] = .object(record)
         let builds =
-            unwritten + [message(.marker, topic: markerTopic, record: record, stamp: stamp), stateMessage(stamp)]
-        unwritten = []
-        unwrittenDurable = false
+            unwritten.builds + [
+                message(.marker, topic: markerTopic, record: record, stamp: stamp), stateMessage(stamp),
+            ]
+        unwritten = UnwrittenEvents()
         let appended = try outbox.append(builds)
         if appended.dropped > 0 { droppedUpdates(appended.dropped) }
     }
@@ -503,8 +584,9 @@ public final class FleetExporter {
         beforeSelection = nil
         if !committed {
             snapshot = before.snapshot
-            unwritten = before.unwritten + unwritten
-            unwrittenDurable = before.durable || unwrittenDurable
+            unwritten = UnwrittenEvents(
+                builds: before.unwritten.builds + unwritten.builds,
+                durable: before.unwritten.durable || unwritten.durable)
             try? outbox.load()
         }
         scheduleFlush()
@@ -596,24 +678,21 @@ public final class FleetExporter {
     /// Writes happen after the current loop iteration, in one transaction: a move's broadcast never
     /// waits for the disk.
     private func enqueue(_ build: @escaping (Int64) -> Outbox.Message, durable: Bool) {
-        unwritten.append(build)
-        unwrittenDurable = unwrittenDurable || durable
+        unwritten.append(build, durable: durable)
         scheduleFlush()
     }
 
     private func writeUnwritten() {
-        guard !unwritten.isEmpty else { return }
-        let builds = unwritten
-        let durable = unwrittenDurable
-        unwritten = []
-        unwrittenDurable = false
+        guard !unwritten.builds.isEmpty else { return }
+        let events = unwritten
+        unwritten = UnwrittenEvents()
         do {
-            let appended = try outbox.append(durable: durable, builds)
+            let appended = try outbox.append(durable: events.durable, events.builds)
             if appended.dropped > 0 { droppedUpdates(appended.dropped) }
         } catch {
             // A full or read-only disk: the events are lost, counted and reported; ranking goes on.
-            unrecorded += Int64(builds.count)
-            note("\(builds.count) event(s) not recorded: \(error)")
+            unrecorded += Int64(events.builds.count)
+            note("\(events.builds.count) event(s) not recorded: \(error)")
         }
     }
 
@@ -634,20 +713,11 @@ public final class FleetExporter {
         onStatusChange?(status)
     }
 
-    private func update(_ state: FleetStatus.State, broker: String?) {
-        refreshCounts()
-        guard state != status.state || broker != status.broker else { return }
-        status.state = state
-        status.broker = broker
-        onStatusChange?(status)
-    }
-
     private func refreshCounts() {
         status.backlog = max(0, outbox.count - uncommittedAcknowledgements)
         status.acknowledged = max(outbox.acknowledged, window.acknowledgedThrough)
         status.inFlight = window.count
         status.dropped = outbox.dropped + unrecorded
-        status.rejected = rejected
     }
 
     static func seconds(_ microseconds: UInt64) -> String { (Double(microseconds) / 1e6).formatted(decimals: 1) }

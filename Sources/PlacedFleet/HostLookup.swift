@@ -16,6 +16,8 @@ final class HostLookup {
         case failed(String)
     }
 
+    /// The name being looked up.
+    let host: String
     private var io: EventSource?
     private var readEnd: Int32
     private let job: Job
@@ -38,6 +40,7 @@ final class HostLookup {
             close(ends[1])
             throw .client("cannot look \(host) up: the system gives no thread to run the lookup on")
         }
+        self.host = host
         readEnd = ends[0]
         self.job = job
         self.onDone = onDone

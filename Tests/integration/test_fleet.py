@@ -99,16 +99,20 @@ def test_ten_thousand_selections_through_ten_broker_restarts(tmp_path, start, cl
 
 def test_a_broker_killed_before_it_acknowledged(tmp_path, start, cleanup):
     """A hung broker (SIGSTOP) takes 300 markers into its socket and acknowledges none, then dies
-    (kill -9) and comes back: everything placed had not seen acknowledged arrives. mosquitto saves every
-    second here, so the subscriber's session outlives the kill; what mosquitto acknowledged and had not
-    saved would be the broker's loss, and none is acknowledged here."""
+    (kill -9) and comes back: everything placed had not seen acknowledged arrives, and the connection's
+    transitions are in the debug log. mosquitto saves every second here, so the subscriber's session
+    outlives the kill; what mosquitto acknowledged and had not saved would be the broker's loss, and none
+    is acknowledged here."""
     device = "hung"
     broker = Mosquitto(tmp_path / "broker", extra=["autosave_interval 1"])
     cleanup.append(broker.kill)
     subscriber = Subscriber("127.0.0.1", broker.port, "placed/%s/marker" % device)
     cleanup.append(subscriber.stop)
-    placed = start({"Broker": broker.url, "DeviceId": device, "KeepAlive": 5})
+    placed = start({"Broker": broker.url, "DeviceId": device, "KeepAlive": 5}, config="[Logging]\nLogLevel=debug\n")
     placed.wait_fleet(connected, 10, "a connection")
+    url = re.escape(broker.url)
+    placed.wait_for(r"fleet: stopped → connecting to %s \(started\)" % url)
+    placed.wait_for(r"fleet: connecting to %s → connected to %s \(CONNACK\)" % (url, url))
     first = placed.select_many(200)
     received(subscriber, device, 200, 30)
     time.sleep(1.5)  # the session and its subscription saved
@@ -120,6 +124,8 @@ def test_a_broker_killed_before_it_acknowledged(tmp_path, start, cleanup):
     broker.kill()
     broker.start()
     placed.wait_fleet(drained, 90, "the backlog drained")
+    # Each transition of the connection is logged at debug, with its reason.
+    placed.wait_for(r"fleet: connected to %s → (retrying|backing off [\d.]+ s) \(%s: " % (url, url))
     ledger = received(subscriber, device, 500, 60)
     after = [body["selection"] for body in ledger.bodies() if body["seq"] > at_kill["acknowledged"]]
     assert set(second) <= set(after), "every marker after the last acknowledged one arrived"

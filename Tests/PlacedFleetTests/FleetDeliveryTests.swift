@@ -1,7 +1,8 @@
+import PlacedCore
 import PlacedTestSupport
 import Testing
 
-@testable import PlacedCore
+@testable import PlacedFleet
 
 @Suite struct BrokerAddressTests {
     @Test func parsesSchemesHostsAndPorts() throws {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import PlacedCore
+@testable import PlacedFleet
 
 @Suite struct KeepAliveScheduleTests {
     /// libmosquitto's rule, at whole seconds as its clock reads: a ping once a keepalive has passed since

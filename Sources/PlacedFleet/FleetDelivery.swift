@@ -1,3 +1,5 @@
+import PlacedCore
+
 /// One MQTT broker of the fleet export's `Broker=` list: `mqtt://host[:port]` or `mqtts://host[:port]`.
 public struct BrokerAddress: Sendable, Equatable, CustomStringConvertible {
     public var host: String
@@ -82,41 +84,41 @@ public enum BrokerAddressError: Error, Equatable, CustomStringConvertible {
 /// The messages handed to a broker on one connection and not yet acknowledged, in the order they were
 /// sent. The outbox cursor may move to a message only once it and every message before it are
 /// acknowledged, whatever order the acknowledgements come in.
-public struct DeliveryWindow: Sendable, Equatable {
+struct DeliveryWindow: Sendable, Equatable {
     /// Most messages in flight at once.
-    public let capacity: Int
+    let capacity: Int
     /// Sequence numbers sent, oldest first, with whether each is acknowledged.
     private var inFlight: [(sequence: Int64, acknowledged: Bool)] = []
     private var head = 0
     /// The newest sequence number handed out: the next read of the outbox starts after it.
-    public private(set) var lastSent: Int64
+    private(set) var lastSent: Int64
     /// Every message up to this one is acknowledged.
-    public private(set) var acknowledgedThrough: Int64
+    private(set) var acknowledgedThrough: Int64
 
-    public init(capacity: Int, after acknowledged: Int64) {
+    init(capacity: Int, after acknowledged: Int64) {
         self.capacity = max(1, capacity)
         lastSent = acknowledged
         acknowledgedThrough = acknowledged
     }
 
-    public static func == (a: DeliveryWindow, b: DeliveryWindow) -> Bool {
+    static func == (a: DeliveryWindow, b: DeliveryWindow) -> Bool {
         a.capacity == b.capacity && a.lastSent == b.lastSent && a.acknowledgedThrough == b.acknowledgedThrough
             && a.inFlight[a.head...].elementsEqual(b.inFlight[b.head...]) { $0 == $1 }
     }
 
-    public var count: Int { inFlight.count - head }
-    public var room: Int { capacity - count }
-    public var isEmpty: Bool { count == 0 }
+    var count: Int { inFlight.count - head }
+    var room: Int { capacity - count }
+    var isEmpty: Bool { count == 0 }
 
     /// Records that `sequence` (greater than every one before) was handed to the broker.
-    public mutating func sent(_ sequence: Int64) {
+    mutating func sent(_ sequence: Int64) {
         precondition(sequence > lastSent, "messages are sent in order")
         inFlight.append((sequence, false))
         lastSent = sequence
     }
 
     /// Marks `sequence` acknowledged; returns the new `acknowledgedThrough` when it moved.
-    public mutating func acknowledge(_ sequence: Int64) -> Int64? {
+    mutating func acknowledge(_ sequence: Int64) -> Int64? {
         guard let index = inFlight[head...].firstIndex(where: { $0.sequence == sequence }) else { return nil }
         inFlight[index].acknowledged = true
         let before = acknowledgedThrough
@@ -132,18 +134,18 @@ public struct DeliveryWindow: Sendable, Equatable {
     }
 
     /// The messages in flight and not acknowledged, oldest first.
-    public var unacknowledged: [Int64] { inFlight[head...].filter { !$0.acknowledged }.map(\.sequence) }
+    var unacknowledged: [Int64] { inFlight[head...].filter { !$0.acknowledged }.map(\.sequence) }
 
     /// Gives up on `sequence`, the next message after the cursor, with nothing in flight: the cursor moves
     /// over it as if it were acknowledged (a message the broker will never take).
-    public mutating func giveUp(on sequence: Int64) {
+    mutating func giveUp(on sequence: Int64) {
         precondition(isEmpty && sequence > acknowledgedThrough, "only the next message, with nothing in flight")
         acknowledgedThrough = sequence
         lastSent = sequence
     }
 
     /// The connection is gone: whatever was not acknowledged is sent again, in order, from the cursor.
-    public mutating func restart() {
+    mutating func restart() {
         inFlight.removeAll(keepingCapacity: true)
         head = 0
         lastSent = acknowledgedThrough
@@ -154,7 +156,7 @@ public struct DeliveryWindow: Sendable, Equatable {
 /// Only a refusal about the message itself is for good; a refusal the broker may not repeat (quota
 /// exceeded, an unspecified or implementation-specific error, or a code unknown here) is for now: the
 /// message goes again later, since skipping it would lose an event placed acknowledged.
-public enum PublishAcknowledgement: Sendable, Equatable {
+enum PublishAcknowledgement: Sendable, Equatable {
     /// 0x00 success, 0x10 no matching subscribers: the broker has it.
     case accepted
     /// 0x87 not authorized, 0x90 topic name invalid, 0x95 packet too large, 0x99 payload format invalid.
@@ -163,7 +165,7 @@ public enum PublishAcknowledgement: Sendable, Equatable {
     /// quota exceeded, and anything else of 0x80 or more.
     case refusedForNow
 
-    public init(reasonCode: Int) {
+    init(reasonCode: Int) {
         switch reasonCode {
         case ..<0x80: self = .accepted
         case 0x87, 0x90, 0x95, 0x99: self = .refusedForGood
@@ -179,11 +181,11 @@ public enum PublishAcknowledgement: Sendable, Equatable {
 /// with the same client id, a rate limit) would be tried again at once, forever. The failures in a row and
 /// the backoff start over only when a connection proved the link works: a message acknowledged on it, or
 /// the connection up for `stablePeriod`.
-public struct BrokerRotation: Sendable, Equatable {
-    public let count: Int
+struct BrokerRotation: Sendable, Equatable {
+    let count: Int
     /// Microseconds a connection must stay up to count as working when nothing was acknowledged on it.
-    public let stablePeriod: UInt64
-    public private(set) var index = 0
+    let stablePeriod: UInt64
+    private(set) var index = 0
     private var failuresInRow = 0
     private var backoff: Backoff
     /// When the current connection was accepted (nil: none is, or it proves nothing), and whether a message
@@ -191,7 +193,7 @@ public struct BrokerRotation: Sendable, Equatable {
     private var connectedAt: UInt64?
     private var delivered = false
 
-    public init(
+    init(
         count: Int, stablePeriod: UInt64 = 60_000_000, backoff: Backoff = Backoff(initial: 500_000, maximum: 60_000_000)
     ) {
         self.count = max(1, count)
@@ -200,20 +202,20 @@ public struct BrokerRotation: Sendable, Equatable {
     }
 
     /// The broker at `index` accepted the connection at `time` (microseconds, monotonic): stay with it.
-    public mutating func connected(at time: UInt64) {
+    mutating func connected(at time: UInt64) {
         connectedAt = time
         delivered = false
     }
 
     /// A message was acknowledged on the current connection: the link works.
-    public mutating func acknowledged() {
+    mutating func acknowledged() {
         if connectedAt != nil { delivered = true }
     }
 
     /// The broker turned a message away for now (quota exceeded, say) at `time` and the connection is given
     /// up for it: what the connection proved before counts, what it delivered after does not, so refusals
     /// in a row back off further each time.
-    public mutating func refusedForNow(at time: UInt64) {
+    mutating func refusedForNow(at time: UInt64) {
         if provedItself(at: time) { startOver() }
         connectedAt = nil
         delivered = false
@@ -221,7 +223,7 @@ public struct BrokerRotation: Sendable, Equatable {
 
     /// The broker at `index` failed (or its connection ended) at `time`: the next one to try and the delay
     /// in microseconds before trying it.
-    public mutating func failed(at time: UInt64) -> (index: Int, delay: UInt64) {
+    mutating func failed(at time: UInt64) -> (index: Int, delay: UInt64) {
         if provedItself(at: time) { startOver() }
         connectedAt = nil
         delivered = false
@@ -255,19 +257,19 @@ public struct BrokerRotation: Sendable, Equatable {
 /// one of the doubling quiet periods, and one cut at random would have to be cut in a short window after
 /// the send, past a longer quiet each time, `strikes` times in a row. Probing ends with the skip, or once
 /// `probeLength` messages past its start are acknowledged.
-public struct PoisonMessageDetector: Sendable, Equatable {
-    public let suspicionThreshold: Int
-    public let strikes: Int
-    public let quickClose: UInt64
-    public let firstQuiet: UInt64
-    public let probeLength: Int64
+struct PoisonMessageDetector: Sendable, Equatable {
+    let suspicionThreshold: Int
+    let strikes: Int
+    let quickClose: UInt64
+    let firstQuiet: UInt64
+    let probeLength: Int64
     private var stalledConnections = 0
-    public private(set) var isProbing = false
+    private(set) var isProbing = false
     private var probeStart: Int64 = 0
     private var suspect: Int64?
     private var suspectStrikes = 0
 
-    public init(
+    init(
         suspicionThreshold: Int = 2, strikes: Int = 4, quickClose: UInt64 = 2_000_000, firstQuiet: UInt64 = 5_000_000,
         probeLength: Int64 = 64
     ) {
@@ -280,7 +282,7 @@ public struct PoisonMessageDetector: Sendable, Equatable {
 
     /// While probing: microseconds a new connection stays quiet before its message goes out (nil when not
     /// probing: send at once).
-    public var quietPeriod: UInt64? {
+    var quietPeriod: UInt64? {
         guard isProbing else { return nil }
         return quietPeriod(before: suspect)
     }
@@ -291,7 +293,7 @@ public struct PoisonMessageDetector: Sendable, Equatable {
     }
 
     /// Everything up to `sequence` is acknowledged.
-    public mutating func acknowledged(through sequence: Int64) {
+    mutating func acknowledged(through sequence: Int64) {
         if let suspect, suspect <= sequence { clearSuspect() }
         if isProbing, sequence - probeStart >= probeLength, suspect == nil {
             isProbing = false
@@ -303,7 +305,7 @@ public struct PoisonMessageDetector: Sendable, Equatable {
     /// unacknowledged at the end, oldest first. `sinceLastSend`: microseconds from the newest send to the
     /// end. `upBeforeSend`: microseconds the connection had been up when the newest message was sent.
     /// `cursor`: everything up to it is acknowledged. Returns the sequence number to skip, if found.
-    public mutating func connectionEnded(
+    mutating func connectionEnded(
         progressed: Bool, inFlight: [Int64], sinceLastSend: UInt64, upBeforeSend: UInt64, cursor: Int64
     ) -> Int64? {
         guard isProbing else {

@@ -9,29 +9,29 @@
 ///
 /// Times are microseconds of the monotonic clock, read after the library call that may have written or
 /// read returned: never earlier than libmosquitto's own record, so the check is never early for it.
-public struct KeepAliveSchedule: Sendable, Equatable {
-    public let interval: UInt64
+struct KeepAliveSchedule: Sendable, Equatable {
+    let interval: UInt64
     private var lastWrite: UInt64
     private var lastRead: UInt64
 
     /// `time`: when the broker accepted the connection.
-    public init(interval: UInt64, start time: UInt64) {
+    init(interval: UInt64, start time: UInt64) {
         self.interval = interval
         lastWrite = time
         lastRead = time
     }
 
     /// A call that may have written a packet returned at `time`.
-    public mutating func wrote(at time: UInt64) { lastWrite = max(lastWrite, time) }
+    mutating func wrote(at time: UInt64) { lastWrite = max(lastWrite, time) }
 
     /// A call that may have read a packet returned at `time`.
-    public mutating func read(at time: UInt64) { lastRead = max(lastRead, time) }
+    mutating func read(at time: UInt64) { lastRead = max(lastRead, time) }
 
     /// When the check is due.
-    public var due: UInt64 { min(lastWrite, lastRead) &+ interval }
+    var due: UInt64 { min(lastWrite, lastRead) &+ interval }
 
     /// The check ran at `time`, due: libmosquitto pinged (and counts both from now) or gave up.
-    public mutating func checked(at time: UInt64) {
+    mutating func checked(at time: UInt64) {
         lastWrite = max(lastWrite, time)
         lastRead = max(lastRead, time)
     }
