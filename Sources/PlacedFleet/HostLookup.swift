@@ -30,8 +30,11 @@ final class HostLookup {
     /// by `cancel` (at the latest from deinit, which also runs when the loop cannot watch it).
     init(loop: EventLoop, host: String, port: Int, onDone: @escaping (Outcome) -> Void) throws(FleetError) {
         var ends: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
-            throw .client("cannot look \(host) up: socketpair: \(String(cString: strerror(errno)))")
+        do {
+            try checkPOSIX(
+                socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends), "socketpair")
+        } catch {
+            throw .client("cannot look \(host) up: \(error)")
         }
         let job = Job(host: host, port: String(port), writeEnd: ends[1])
         // The answer waits in the socket until the loop watches it.
@@ -106,7 +109,7 @@ final class HostLookup {
             if rc != 0 {
                 error =
                     "cannot resolve \(host): "
-                    + (rc == EAI_SYSTEM ? String(cString: strerror(errno)) : String(cString: gai_strerror(rc)))
+                    + (rc == EAI_SYSTEM ? SystemError("getaddrinfo").reason : String(cString: gai_strerror(rc)))
             } else {
                 var entry = list
                 while let info = entry?.pointee {

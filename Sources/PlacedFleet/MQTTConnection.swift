@@ -77,7 +77,7 @@ final class MQTTConnection {
         self.options = options
         library = try MosquittoLibrary.shared()
         guard let handle = library.new(options.clientID, false, nil) else {
-            throw .client("mosquitto_new: \(String(cString: strerror(errno)))")
+            throw .client(SystemError("mosquitto_new").description)
         }
         self.handle = handle
         library.userDataSet(handle, Unmanaged.passUnretained(self).toOpaque())
@@ -159,7 +159,7 @@ final class MQTTConnection {
     private func startConnecting(_ handle: OpaquePointer) throws(FleetError) {
         let rc = library.connectAsync(handle, host, Int32(broker.port), Int32(options.keepAlive))
         if rc != MOSQ_ERR_SUCCESS.rawValue {
-            throw .connect(broker: broker.description, reason: reason(for: rc, errno: errno))
+            throw .connect(broker: broker.description, reason: reason(for: rc, after: "mosquitto_connect_async"))
         }
         let fd = library.socket(handle)
         guard fd >= 0 else { throw .connect(broker: broker.description, reason: "no socket") }
@@ -194,7 +194,7 @@ final class MQTTConnection {
             library.publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain)
         }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
-            let reason = reason(for: rc, errno: errno)
+            let reason = reason(for: rc, after: "mosquitto_publish")
             guard PublishFailure(code: rc) == .message else {
                 fail(reason)
                 deliverSoon()
@@ -253,9 +253,9 @@ final class MQTTConnection {
         // After the read that brought CONNACK has returned: libmosquitto writes its queue from inside it.
         if isConnected, keepAlive == nil { startKeepAlive() }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
-            fail(reason(for: rc, errno: errno))
+            fail(reason(for: rc, after: "mosquitto_loop"))
         } else if library.socket(handle) < 0 {
-            fail(reason(for: MOSQ_ERR_CONN_LOST.rawValue, errno: 0))
+            fail(library.describe(MOSQ_ERR_CONN_LOST.rawValue))
         } else {
             updateInterest()
         }
@@ -288,7 +288,7 @@ final class MQTTConnection {
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             fail(
                 rc == MOSQ_ERR_KEEPALIVE.rawValue
-                    ? "no reply from the broker within the keepalive" : reason(for: rc, errno: errno))
+                    ? "no reply from the broker within the keepalive" : reason(for: rc, after: "mosquitto_loop_misc"))
         } else {
             updateInterest()
             try? keepAliveTimer?.schedule(after: schedule.interval)
@@ -322,7 +322,7 @@ final class MQTTConnection {
     }
 
     private func libraryDisconnected(_ rc: Int32) {
-        fail(rc == 0 ? "disconnected" : reason(for: rc, errno: errno))
+        fail(rc == 0 ? "disconnected" : reason(for: rc, after: "disconnect"))
     }
 
     /// Ends the connection once: stops watching the socket and records why. It may run inside a
@@ -368,17 +368,20 @@ final class MQTTConnection {
         if rc != MOSQ_ERR_SUCCESS.rawValue { throw .client("\(what): \(library.describe(rc))") }
     }
 
-    /// libmosquitto's error, with errno for system errors and libmosquitto's own last log line (where
-    /// OpenSSL's verification failure is told) when it has one.
-    private func reason(for rc: Int32, errno: Int32) -> String {
+    /// libmosquitto's error for `call`, which has just returned `rc`: for a system error the errno it
+    /// left (read through `SystemError`, as every errno is; `MOSQ_ERR_EAI` leaves getaddrinfo's code
+    /// there), and libmosquitto's own last log line (where OpenSSL's verification failure is told) when it
+    /// has one.
+    private func reason(for rc: Int32, after call: String) -> String {
+        let system = SystemError(call)
         var text =
-            rc == MOSQ_ERR_ERRNO.rawValue && errno != 0
-            ? String(cString: strerror(errno)) : library.describe(rc)
+            rc == MOSQ_ERR_ERRNO.rawValue && system.errno != 0
+            ? system.reason : library.describe(rc)
         if rc == MOSQ_ERR_EAI.rawValue {
-            text = "cannot resolve \(broker.host): \(String(cString: gai_strerror(errno)))"
+            text = "cannot resolve \(broker.host): \(String(cString: gai_strerror(system.errno)))"
         }
         if rc == MOSQ_ERR_TLS.rawValue || rc == MOSQ_ERR_TLS_HANDSHAKE.rawValue
-            || (broker.tls && rc == MOSQ_ERR_ERRNO.rawValue && errno == EPROTO)
+            || (broker.tls && rc == MOSQ_ERR_ERRNO.rawValue && system.errno == EPROTO)
         {
             tlsFailed = true
             text = "TLS: " + text
