@@ -52,27 +52,6 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
 }
 
 @Suite struct PlaceDatabaseTests {
-    /// What a `Rank` reply writes a kind from: the UTF-8 of each of `kinds` (an empty kind, non-ASCII
-    /// ones among them), and nothing for a code beyond them, as such a place decodes with "".
-    @Test func kindBytesAreTheKindsUTF8AndEmptyBeyondThem() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.file("places.db")
-        let places = ["amenity=cafe", "", "shop=bäckerei", "tourism=\"museum\"", "amenity=cafe"].enumerated().map {
-            Place(
-                id: "osm:node/\($0.offset)", name: "Place", kind: $0.element,
-                coordinate: Coordinate(latitude: 60.17, longitude: 24.94 + Double($0.offset) * 1e-4))
-        }
-        try PlaceDatabase.replace(at: path, with: places)
-        let database = try PlaceDatabase.open(path: path)
-        #expect(Set(database.kinds) == Set(places.map(\.kind)))
-        for (code, kind) in database.kinds.enumerated() {
-            #expect(Array(database.kindBytes(code)) == Array(kind.utf8))
-        }
-        for code in [database.kinds.count, database.kinds.count + 1, Int(UInt32.max), -1] {
-            #expect(database.kindBytes(code).isEmpty)
-        }
-    }
-
     @Test func roundTripKeepsEveryField() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")
