@@ -609,41 +609,16 @@ extension JSON {
         }
     }
 
-    /// Appends `number` as `encode(into:)` writes it, for code that writes JSON text directly.
+    /// Appends `number` as `encode(into:)` writes it, for code that writes JSON text directly. Exact
+    /// integers within ±2^53 are written as integers ("3", not "3.0"; "-0" becomes "0"), the others as
+    /// `description` writes them, the shortest digits that read back as the same double ("0.1",
+    /// "1e-07", "1e+20"): valid JSON as written.
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { text in
-            let count = format(number: number, into: text.baseAddress!)
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
-        }
-    }
-
-    /// `number` (finite) as JSON text into `text` (32 bytes at least); returns its length. Exact integers within ±2^53 print as
-    /// integers ("3", not "3.0"; "-0" becomes "0"), the others in Swift's shortest round-trip form
-    /// ("0.1", "1e-07", "1e+20"), which is valid JSON as written.
-    @usableFromInline
-    static func format(number: Double, into text: UnsafeMutablePointer<UInt8>) -> Int {
-        guard number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 else {
-            return ShortestDouble.format(number, into: text)
-        }
-        // `String(Int64(number))`'s digits, without the String.
-        let value = Int64(number)
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: 16 digits and a sign at most
-        return withUnsafeMutableBytes(of: &digits) { buffer in
-            var magnitude = value.magnitude
-            var start = buffer.count
-            repeat {
-                start -= 1
-                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 {
-                start -= 1
-                buffer[start] = UInt8(ascii: "-")
-            }
-            let count = buffer.count - start
-            text.update(from: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: count)
-            return count
+        if number.rounded(.towardZero) == number, number.magnitude <= 9_007_199_254_740_992 {
+            output.append(contentsOf: Int64(number).description.utf8)
+        } else {
+            output.append(contentsOf: number.description.utf8)
         }
     }
 
