@@ -52,6 +52,34 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
 }
 
 @Suite struct PlaceDatabaseTests {
+    /// The names column is split on its UTF-8 bytes: as a split on Characters would split it, whatever
+    /// follows a separator (a combining mark joins no control), with empty entries and entries without
+    /// a language dropped, and the last of a repeated language kept.
+    @Test func localizedNamesSplitAsCharactersWould() {
+        func bySplittingCharacters(_ text: String) -> [String: String] {
+            var names: [String: String] = [:]
+            for entry in text.split(separator: "\u{1E}") {
+                let parts = entry.split(separator: "\u{1F}", maxSplits: 1, omittingEmptySubsequences: false)
+                if parts.count == 2 { names[String(parts[0])] = String(parts[1]) }
+            }
+            return names
+        }
+        var random = SplitMix64(seed: 12)
+        let pieces = [
+            "\u{1E}", "\u{1F}", "\u{301}", "\u{200D}", "sv", "fi", "e\u{301}", "\u{E9}", "カ", "😀", "\r\n", " ",
+        ]
+        var decoded = 0
+        for _ in 0..<20_000 {
+            let text = (0..<Int(random.next() % 10)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }
+                .joined()
+            let names = LocalizedNamesCoding.decode(text)
+            #expect(names == bySplittingCharacters(text), "\(text.debugDescription)")
+            decoded += names.count
+        }
+        #expect(decoded > 3_000)
+        #expect(LocalizedNamesCoding.decode(nil) == [:])
+    }
+
     @Test func roundTripKeepsEveryField() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("places.db")
