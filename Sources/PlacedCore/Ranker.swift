@@ -19,31 +19,6 @@ public struct RankedPlace: Sendable, Equatable {
     }
 }
 
-/// One place of a ranking as the ranker's candidate (`RankingCandidate`), before it becomes a `Place`.
-public struct RankedCandidate<Candidate: RankingCandidate> {
-    public var candidate: Candidate
-    public var distance: Double
-    public var likelihood: Double
-}
-
-/// A `Ranking` whose places are still candidates: `ranking` builds their `Place`s.
-public struct CandidateRanking<Candidate: RankingCandidate> {
-    public var fix: Fix
-    public var places: [RankedCandidate<Candidate>]
-    public var noneLikelihood: Double
-    public var radius: Double
-    public var evidence: Double = 0
-
-    public var ranking: Ranking {
-        Ranking(
-            fix: fix,
-            places: places.map {
-                RankedPlace(place: $0.candidate.place, distance: $0.distance, likelihood: $0.likelihood)
-            },
-            noneLikelihood: noneLikelihood, radius: radius, evidence: evidence)
-    }
-}
-
 /// The places near one fix, most likely first.
 public struct Ranking: Sendable, Equatable {
     /// Counts the rankings a `RankingHistory` published, from 1; 0 for one never published (a what-if).
@@ -146,7 +121,7 @@ public struct Ranker: Sendable {
     ) throws(RankingError) -> Ranking where Candidates.Element: RankingCandidate {
         try Self.validate(fix: fix, limit: limit)
         var scored = spatialLikelihoods(fix: fix, candidates: candidates, selectionCounts: selectionCounts)
-        return finish(fix: fix, &scored, limit: limit).ranking
+        return finish(fix: fix, &scored, limit: limit)
     }
 
     /// Ranks `candidates` for `fix` as the daemon does: the spatial model, then the picks made near the fix
@@ -180,18 +155,6 @@ public struct Ranker: Sendable {
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:], picks: PickMemory, now: Double,
         limit: Int = defaultLimit
     ) throws(RankingError) -> Ranking where Candidates.Element: RankingCandidate {
-        try rankCandidates(
-            fix: fix, candidates: candidates, selectionCounts: selectionCounts, picks: picks, now: now, limit: limit
-        ).ranking
-    }
-
-    /// `rank(fix:candidates:selectionCounts:picks:now:limit:)`'s ranking with its places still the
-    /// candidates they were (a mapped file's view of each): a caller that only writes the places out need
-    /// not build them.
-    public func rankCandidates<Candidates: Sequence>(
-        fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:], picks: PickMemory, now: Double,
-        limit: Int = defaultLimit
-    ) throws(RankingError) -> CandidateRanking<Candidates.Element> where Candidates.Element: RankingCandidate {
         try Self.validate(fix: fix, limit: limit)
         var scored = spatialLikelihoods(fix: fix, candidates: candidates, selectionCounts: selectionCounts)
         let evidence = learn(from: picks, fix: fix, now: now, &scored)
@@ -328,19 +291,19 @@ public struct Ranker: Sendable {
         return evidence
     }
 
-    /// Orders, cuts to `limit` and wraps up.
+    /// Orders, cuts to `limit` and wraps up: only the places listed become `Place`s.
     private func finish<Candidate: RankingCandidate>(fix: Fix, _ scored: inout Scored<Candidate>.List, limit: Int)
-        -> CandidateRanking<Candidate>
+        -> Ranking
     {
         scored.places.sort {
             if $0.likelihood != $1.likelihood { return $0.likelihood > $1.likelihood }
             if $0.distance != $1.distance { return $0.distance < $1.distance }
             return $0.candidate.id < $1.candidate.id
         }
-        return CandidateRanking(
+        return Ranking(
             fix: fix,
             places: scored.places.prefix(limit).map {
-                RankedCandidate(candidate: $0.candidate, distance: $0.distance, likelihood: $0.likelihood)
+                RankedPlace(place: $0.candidate.place, distance: $0.distance, likelihood: $0.likelihood)
             },
             noneLikelihood: scored.none,
             radius: scored.radius)

@@ -609,41 +609,16 @@ extension JSON {
         }
     }
 
-    /// Appends `number` as `encode(into:)` writes it, for code that writes JSON text directly.
+    /// Appends `number` as `encode(into:)` writes it, for code that writes JSON text directly. Exact
+    /// integers within ±2^53 are written as integers ("3", not "3.0"; "-0" becomes "0"), the others as
+    /// `description` writes them, the shortest digits that read back as the same double ("0.1",
+    /// "1e-07", "1e+20"): valid JSON as written.
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { text in
-            let count = format(number: number, into: text.baseAddress!)
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
-        }
-    }
-
-    /// `number` (finite) as JSON text into `text` (32 bytes at least); returns its length. Exact integers within ±2^53 print as
-    /// integers ("3", not "3.0"; "-0" becomes "0"), the others in Swift's shortest round-trip form
-    /// ("0.1", "1e-07", "1e+20"), which is valid JSON as written.
-    @usableFromInline
-    static func format(number: Double, into text: UnsafeMutablePointer<UInt8>) -> Int {
-        guard number.rounded(.towardZero) == number, abs(number) <= 9_007_199_254_740_992 else {
-            return ShortestDouble.format(number, into: text)
-        }
-        // `String(Int64(number))`'s digits, without the String.
-        let value = Int64(number)
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: 16 digits and a sign at most
-        return withUnsafeMutableBytes(of: &digits) { buffer in
-            var magnitude = value.magnitude
-            var start = buffer.count
-            repeat {
-                start -= 1
-                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 {
-                start -= 1
-                buffer[start] = UInt8(ascii: "-")
-            }
-            let count = buffer.count - start
-            text.update(from: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: count)
-            return count
+        if number.rounded(.towardZero) == number, number.magnitude <= 9_007_199_254_740_992 {
+            output.append(contentsOf: Int64(number).description.utf8)
+        } else {
+            output.append(contentsOf: number.description.utf8)
         }
     }
 
@@ -658,35 +633,9 @@ extension JSON {
         output.append(UInt8(ascii: "\""))
     }
 
-    /// Copies runs of bytes that need no escape in one go and escapes the others.
+    /// Copies runs of bytes that need no escape in one go (most strings are a single run) and escapes
+    /// the others: controls, the quote and the backslash, looked for eight bytes at a time.
     private static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
-        forEachEscape(
-            in: bytes, run: { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[$0])) },
-            escape: { appendEscape(of: $0, to: &output) })
-    }
-
-    /// Writes `bytes` escaped into `output` (room for six bytes each), as `appendEscaped` appends them;
-    /// returns how many bytes it wrote.
-    @usableFromInline
-    static func escape(_ bytes: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> Int {
-        var end = output
-        forEachEscape(
-            in: bytes,
-            run: { run in
-                if !run.isEmpty { end.update(from: bytes.baseAddress! + run.lowerBound, count: run.count) }
-                end += run.count
-            },
-            escape: { end += writeEscape(of: $0, into: end) })
-        return end - output
-    }
-
-    /// Splits `bytes` into the runs that need no escape (most strings are a single run) and, between
-    /// them, each byte that does: controls, the quote and the backslash, looked for eight bytes at a
-    /// time. Calls `run` for every run in order, the last one even when empty.
-    @inline(__always)
-    private static func forEachEscape(
-        in bytes: UnsafeBufferPointer<UInt8>, run: (Range<Int>) -> Void, escape: (UInt8) -> Void
-    ) {
         var runStart = 0
         var index = 0
         func word(at offset: Int) -> UInt64 {
@@ -706,14 +655,14 @@ extension JSON {
             while index < stop {
                 let byte = bytes[index]
                 if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    run(runStart..<index)
-                    escape(byte)
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                    appendEscape(of: byte, to: &output)
                     runStart = index + 1
                 }
                 index += 1
             }
         }
-        run(runStart..<bytes.count)
+        output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
     }
 
     /// Whether any of the eight bytes is below 0x20, a quote or a backslash (never false when one is).
@@ -728,16 +677,8 @@ extension JSON {
         return (below | isQuote | isBackslash) & high != 0
     }
 
+    /// The escape of a byte that needs one: a control, the quote, the backslash.
     private static func appendEscape(of byte: UInt8, to output: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 6) { text in
-            let count = writeEscape(of: byte, into: text.baseAddress!)
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<count]))
-        }
-    }
-
-    /// The escape of a byte that needs one (a control, the quote, the backslash) into `output` (six
-    /// bytes of room); returns its length.
-    private static func writeEscape(of byte: UInt8, into output: UnsafeMutablePointer<UInt8>) -> Int {
         let escaped: UInt8
         switch byte {
         case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
@@ -749,17 +690,13 @@ extension JSON {
         case 0x0C: escaped = UInt8(ascii: "f")
         default:
             let hex: StaticString = "0123456789abcdef"
-            output[0] = UInt8(ascii: "\\")
-            output[1] = UInt8(ascii: "u")
-            output[2] = UInt8(ascii: "0")
-            output[3] = UInt8(ascii: "0")
-            output[4] = hex.utf8Start[Int(byte >> 4)]
-            output[5] = hex.utf8Start[Int(byte & 0xF)]
-            return 6
+            output.append(contentsOf: "\\u00".utf8)
+            output.append(hex.utf8Start[Int(byte >> 4)])
+            output.append(hex.utf8Start[Int(byte & 0xF)])
+            return
         }
-        output[0] = UInt8(ascii: "\\")
-        output[1] = escaped
-        return 2
+        output.append(UInt8(ascii: "\\"))
+        output.append(escaped)
     }
 }
 

@@ -99,24 +99,6 @@ public final class PlaceCatalog {
     ///
     /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
     public func rank(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws -> Ranking {
-        let ranking = try rankCandidates(fix, with: ranker, picks: picks, now: now, limit: limit).ranking
-        if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
-        return ranking
-    }
-
-    /// `rank`'s places, read in place: for a caller that writes them out (the varlink `Rank` reply)
-    /// without building a `Place` of each.
-    public func rankListing(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws
-        -> PlaceListing
-    {
-        PlaceListing(
-            database: placeSet.database,
-            places: try rankCandidates(fix, with: ranker, picks: picks, now: now, limit: limit).places)
-    }
-
-    private func rankCandidates(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws
-        -> CandidateRanking<MappedCandidate>
-    {
         let radius = ranker.searchRadius(for: fix)
         let database = placeSet.database
         placeSet.index.within(radius, of: fix.coordinate, into: &neighbours)
@@ -135,7 +117,7 @@ public final class PlaceCatalog {
         placeSet.areaIndex.members(within: radius, of: fix.coordinate, into: &areaMembers, scratch: &neighbours)
         for member in areaMembers { try add(Int(member)) }
         let ranking = try withExtendedLifetime(database) {
-            try ranker.rankCandidates(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
+            try ranker.rank(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
         }
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
         countQuery(at: fix.coordinate)

@@ -220,7 +220,7 @@ extension String {
         let ranked = try fixture.daemon.rank(
             latitude: centre.latitude, longitude: centre.longitude, accuracy: 8, limit: 3, by: root)
         #expect(
-            ranked.rankedPlaces == fixture.daemon.latestRanking?.limited(to: 3).places,
+            ranked == fixture.daemon.latestRanking?.limited(to: 3).places,
             "Rank(8) ranks as the 8 m fix did")
         #expect(throws: ServiceError.self) {
             try fixture.daemon.rank(

@@ -52,25 +52,32 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
 }
 
 @Suite struct PlaceDatabaseTests {
-    /// What a `Rank` reply writes a kind from: the UTF-8 of each of `kinds` (an empty kind, non-ASCII
-    /// ones among them), and nothing for a code beyond them, as such a place decodes with "".
-    @Test func kindBytesAreTheKindsUTF8AndEmptyBeyondThem() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.file("places.db")
-        let places = ["amenity=cafe", "", "shop=bäckerei", "tourism=\"museum\"", "amenity=cafe"].enumerated().map {
-            Place(
-                id: "osm:node/\($0.offset)", name: "Place", kind: $0.element,
-                coordinate: Coordinate(latitude: 60.17, longitude: 24.94 + Double($0.offset) * 1e-4))
+    /// The names column is split on its UTF-8 bytes: as a split on Characters would split it, whatever
+    /// follows a separator (a combining mark joins no control), with empty entries and entries without
+    /// a language dropped, and the last of a repeated language kept.
+    @Test func localizedNamesSplitAsCharactersWould() {
+        func bySplittingCharacters(_ text: String) -> [String: String] {
+            var names: [String: String] = [:]
+            for entry in text.split(separator: "\u{1E}") {
+                let parts = entry.split(separator: "\u{1F}", maxSplits: 1, omittingEmptySubsequences: false)
+                if parts.count == 2 { names[String(parts[0])] = String(parts[1]) }
+            }
+            return names
         }
-        try PlaceDatabase.replace(at: path, with: places)
-        let database = try PlaceDatabase.open(path: path)
-        #expect(Set(database.kinds) == Set(places.map(\.kind)))
-        for (code, kind) in database.kinds.enumerated() {
-            #expect(Array(database.kindBytes(code)) == Array(kind.utf8))
+        var random = SplitMix64(seed: 12)
+        let pieces = [
+            "\u{1E}", "\u{1F}", "\u{301}", "\u{200D}", "sv", "fi", "e\u{301}", "\u{E9}", "カ", "😀", "\r\n", " ",
+        ]
+        var decoded = 0
+        for _ in 0..<20_000 {
+            let text = (0..<Int(random.next() % 10)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }
+                .joined()
+            let names = LocalizedNamesCoding.decode(text)
+            #expect(names == bySplittingCharacters(text), "\(text.debugDescription)")
+            decoded += names.count
         }
-        for code in [database.kinds.count, database.kinds.count + 1, Int(UInt32.max), -1] {
-            #expect(database.kindBytes(code).isEmpty)
-        }
+        #expect(decoded > 3_000)
+        #expect(LocalizedNamesCoding.decode(nil) == [:])
     }
 
     @Test func roundTripKeepsEveryField() throws {

@@ -210,7 +210,7 @@ public final class Daemon: PlacesService, LocationSink {
     }
 
     public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?, by caller: Credentials)
-        throws(ServiceError) -> PlaceListing
+        throws(ServiceError) -> [RankedPlace]
     {
         try authorize(caller, to: .read, "Rank")
         let limit = try ServiceError.checkLimit(limit, default: Ranker.defaultLimit, maximum: Ranker.maximumLimit)
@@ -228,7 +228,7 @@ public final class Daemon: PlacesService, LocationSink {
         }
         guard let catalog else { throw .noPlaces }
         do {
-            return try catalog.rankListing(fix, with: ranker, picks: picks, now: Self.wallClock(), limit: limit)
+            return try catalog.rank(fix, with: ranker, picks: picks, now: Self.wallClock(), limit: limit).places
         } catch let error as RankingError {
             throw ServiceError(error, at: coordinate)
         } catch {

@@ -35,10 +35,9 @@ public protocol PlacesService: AnyObject {
 
     /// The latest ranking cut to `limit` places (nil: the default, 5).
     func current(limit: Int?, by caller: Credentials) throws(ServiceError) -> Ranking?
-    /// A what-if ranking at any position: changes nothing. Its places are read in place from the places
-    /// file (`PlaceListing.rankedPlaces` decodes them).
+    /// A what-if ranking's places at any position: changes nothing.
     func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?, by caller: Credentials)
-        throws(ServiceError) -> PlaceListing
+        throws(ServiceError) -> [RankedPlace]
     /// Records the caller's selection durably, logs it, and announces the marker.
     func select(id: String, by caller: Credentials) throws(ServiceError) -> Marker
     /// Reloads the places if their file changed, and ranks again at the current location.

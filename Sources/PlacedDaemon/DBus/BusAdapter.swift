@@ -69,7 +69,7 @@ final class BusAdapter: DaemonSubscriber {
                     accuracy: accuracy.isNaN ? nil : accuracy, limit: limit == 0 ? nil : Int(limit), by: caller)
             }
             let language = service.language(asked: language)
-            return [.dictionaries(ranked.rankedPlaces.map { $0.busRecord(language: language) })]
+            return [.dictionaries(ranked.map { $0.busRecord(language: language) })]
         }
         let position = [
             BusArgument("latitude", "d"), BusArgument("longitude", "d"), BusArgument("accuracy", "d"),

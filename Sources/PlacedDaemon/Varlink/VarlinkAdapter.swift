@@ -116,7 +116,9 @@ final class VarlinkAdapter: DaemonSubscriber {
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
-                try call.reply(places: places, language: language)
+                var parameters = Record()
+                parameters.set("places", .records(places.map { Record.place($0, language: language) }))
+                call.reply(parameters)
             case "Map":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
                 let language = try language(of: call)
