@@ -263,9 +263,10 @@ private struct DayEvaluator {
         guard !rule.times.isEmpty else { return [(0, day, state)] }
         var result: [(Int, Int, OpeningHoursRule.State)] = []
         for span in rule.times {
-            // A span bounded by a sun event that does not happen that day (no dusk in Helsinki's white
-            // nights) is not open that day, as KOpeningHours has it.
-            guard let (start, startKnown) = minutes(of: span.start, on: date) else { continue }
+            // A span bounded by a sun event that does not happen that day (no dusk in Oulu's white nights),
+            // or that starts only after midnight (Helsinki's dusk in June), is not open that day, as
+            // both reference evaluators have it.
+            guard let (start, startKnown) = minutes(of: span.start, on: date), start < day else { continue }
             guard let endPoint = span.end else {
                 // `18:00+`: open from then until midnight, as opening-hours-rs reads it (KOpeningHours
                 // reads it closed; the specification says only that the end is not given).

@@ -107,26 +107,18 @@ struct OpeningHoursParser {
 
     private mutating func parseWideSelectors(into rule: inout OpeningHoursRule) throws(OpeningHoursError) {
         var any = false
-        while true {
-            let itemStart = offset
-            if let year = peekYear() {
-                offset += 4
-                let afterYear = offset
-                skipSpaces()
-                if atMonth || atWord("easter") {
-                    offset = itemStart
-                    rule.dates.append(try parseDateRange())
-                } else {
-                    offset = afterYear
-                    rule.years.append(try parseYearRange(from: year))
-                }
-            } else if atMonth || atWord("easter") {
-                rule.dates.append(try parseDateRange())
-            } else {
-                break
-            }
+        // Years (`2026-2028/2`), unless the year begins a date (`2026 Dec 24`).
+        while let year = peekYear(), !atDateStart {
+            offset += 4
+            rule.years.append(try parseYearRange(from: year))
             any = true
-            guard continuesList(with: { p in p.peekYear() != nil || p.atMonth || p.atWord("easter") }) else { break }
+            guard continuesList(with: { $0.peekYear() != nil && !$0.atDateStart }) else { break }
+        }
+        skipSpaces()
+        while atDateStart {
+            rule.dates.append(try parseDateRange())
+            any = true
+            guard continuesList(with: { $0.atDateStart }) else { break }
         }
         skipSpaces()
         if takeWord("week") {
@@ -454,6 +446,16 @@ struct OpeningHoursParser {
     }
 
     private var atMonth: Bool { monthAt(offset) != nil }
+
+    /// A month, `easter`, or a year followed by either.
+    private var atDateStart: Bool {
+        if atMonth || atWord("easter") { return true }
+        guard peekYear() != nil else { return false }
+        var probe = self
+        probe.offset += 4
+        probe.skipSpaces()
+        return probe.atMonth || probe.atWord("easter")
+    }
     private var atWeekdayOrHoliday: Bool { atWord("PH") || atWord("SH") || peekWeekday() != nil }
 
     /// After a list item: a ',' followed by another item is consumed; anything else is left alone.
