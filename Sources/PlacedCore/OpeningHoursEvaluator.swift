@@ -194,40 +194,42 @@ private struct DayEvaluator {
     let assumeSchoolHoliday: Bool?
 
     func schedule(of rules: [OpeningHoursRule], on date: CivilDate) -> DaySchedule {
+        var schedule = DaySchedule()
+        // Whether any rule selects the day (for `||`), and whether an open rule selecting it has made
+        // the day its own, so that a later rule's night from the day before no longer reaches in.
         var matched = false
-        // nil until a rule selects the day or the day before it.
-        var schedule: DaySchedule?
+        var claimed = false
         let yesterday = date.adding(days: -1)
         for rule in rules {
             let today = selects(rule, date)
             let selectsYesterday = selects(rule, yesterday)
-            let spans =
-                today || selectsYesterday
-                ? self.spans(of: rule, on: date, today: today, yesterday: selectsYesterday) : nil
+            guard today || selectsYesterday || rule.joiner == .fallback else { continue }
+            let spans = spans(of: rule, on: date, today: today, yesterday: selectsYesterday)
+            let isClosed = rule.state == .closed && rule.condition == nil
             switch rule.joiner {
-            case .normal where today && rule.state == .closed, .additional:
-                // A closed rule closes its own times only (`10:00-20:00; 12:00-14:00 off`); a `,` rule
-                // lays its times over the day.
-                if let spans { schedule = (schedule ?? DaySchedule()).overlaid(with: spans) }
-                matched = matched || today
+            case .normal where today && !(isClosed && !rule.times.isEmpty):
+                // `Mo 10:00-14:00` or `Mo off`: the day is the rule's; earlier rules' hours go, and so
+                // does the night running over from the day before, unless the rule has one itself.
+                schedule = DaySchedule(spans)
+                claimed = rule.state == .open
+            case .normal where today, .additional:
+                // `We 12:00-14:00 off` closes those times only; `, Sa 10:00-12:00` lays its times over.
+                schedule.overlay(spans)
+                claimed = claimed || (today && rule.state == .open && !isClosed)
             case .normal:
-                // A rule selecting the day makes it its own: earlier rules' hours go, and so does the night
-                // running over from the day before. Otherwise that night stays only on a day no rule has
-                // spoken for yet.
-                if today {
-                    schedule = DaySchedule(spans ?? [])
-                } else if schedule == nil, let spans {
-                    schedule = DaySchedule(spans)
-                }
-                matched = matched || today
+                // The rule selects only the day before: its night reaches into a day no open rule has
+                // claimed. A closed night (`Fr 20:00-04:00 off`) always closes.
+                if isClosed || !claimed { schedule.overlay(spans) }
             case .fallback:
-                if !matched || schedule?.isAlwaysClosed ?? true {
-                    schedule = spans.map { DaySchedule($0) }
-                    matched = today
+                if !matched || schedule.isAlwaysClosed {
+                    schedule = DaySchedule(spans)
+                    claimed = today && rule.state == .open
+                    matched = false
                 }
             }
+            matched = matched || today
         }
-        return schedule ?? DaySchedule()
+        return schedule
     }
 
     /// The rule's times on `date`, clipped to the day: those running past midnight from the day before
@@ -263,17 +265,19 @@ private struct DayEvaluator {
         guard !rule.times.isEmpty else { return [(0, day, state)] }
         var result: [(Int, Int, OpeningHoursRule.State)] = []
         for span in rule.times {
-            // A span bounded by a sun event that does not happen that day (no dusk in Oulu's white nights),
-            // or that starts only after midnight (Helsinki's dusk in June), is not open that day, as
-            // both reference evaluators have it.
-            guard let (start, startKnown) = minutes(of: span.start, on: date), start < day else { continue }
+            // A span bounded by a sun event the day does not have (no dusk in Oulu's white nights, nor
+            // before midnight in Helsinki's June) has no part that day, as both reference evaluators
+            // have it; nor has one that an offset pushes past midnight.
+            guard let (start, startKnown) = minutes(of: span.start, on: date, isStart: true), start < day else {
+                continue
+            }
             guard let endPoint = span.end else {
                 // `18:00+`: open from then until midnight, as opening-hours-rs reads it (KOpeningHours
                 // reads it closed; the specification says only that the end is not given).
                 result.append((start, max(start, day), startKnown ? state : .unknown))
                 continue
             }
-            guard let (clockEnd, endKnown) = minutes(of: endPoint, on: date) else { continue }
+            guard let (clockEnd, endKnown) = minutes(of: endPoint, on: date, isStart: false) else { continue }
             // `20:00-05:00` ends the next morning; `10:00-10:00` is 24 hours.
             let end = clockEnd <= start ? clockEnd + day : clockEnd
             // `10:00-18:00+` is open until 18:00 and closed after, as both reference evaluators read it:
@@ -285,7 +289,7 @@ private struct DayEvaluator {
 
     /// The time point's minutes on `date`, and whether they are known (a solar time without a position is
     /// not); nil for a sun event the day does not have.
-    private func minutes(of point: TimePoint, on date: CivilDate) -> (Int, Bool)? {
+    private func minutes(of point: TimePoint, on date: CivilDate, isStart: Bool) -> (Int, Bool)? {
         switch point {
         case .clock(let minutes):
             return (minutes, true)
@@ -295,8 +299,11 @@ private struct DayEvaluator {
             let utcOffset = context.timeZone.period(at: noon).utcOffset
             switch SolarTimes.occurrence(event, on: date, at: coordinate) {
             case .at(let seconds):
+                // A span cannot start at an event past the day's midnight (Helsinki's dusk in June, at
+                // 00:40): the day has none, as both reference evaluators count it. It can end at one.
                 let local = Int((seconds + Double(utcOffset)) / 60)
-                return (min(max(local, 0), DaySchedule.minutesPerDay) + offset, true)
+                guard !isStart || (0..<DaySchedule.minutesPerDay).contains(local) else { return nil }
+                return (max(0, local + offset), true)
             case .sunAlwaysAbove, .sunAlwaysBelow:
                 return nil
             }

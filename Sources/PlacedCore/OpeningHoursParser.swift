@@ -112,13 +112,13 @@ struct OpeningHoursParser {
             offset += 4
             rule.years.append(try parseYearRange(from: year))
             any = true
-            guard continuesList(with: { $0.peekYear() != nil && !$0.atDateStart }) else { break }
+            guard continuesList(spaced: false, with: { $0.peekYear() != nil && !$0.atDateStart }) else { break }
         }
         skipSpaces()
         while atDateStart {
             rule.dates.append(try parseDateRange())
             any = true
-            guard continuesList(with: { $0.atDateStart }) else { break }
+            guard continuesList(spaced: false, with: { $0.atDateStart }) else { break }
         }
         skipSpaces()
         if takeWord("week") {
@@ -459,11 +459,15 @@ struct OpeningHoursParser {
     private var atWeekdayOrHoliday: Bool { atWord("PH") || atWord("SH") || peekWeekday() != nil }
 
     /// After a list item: a ',' followed by another item is consumed; anything else is left alone.
-    private mutating func continuesList(with startsItem: (inout OpeningHoursParser) -> Bool) -> Bool {
+    /// Where the grammar has ", " separate rules (`Jan, Apr-Jul Fr` is all January and Fridays from
+    /// April), `spaced` is false and a space after the ',' ends the list.
+    private mutating func continuesList(
+        spaced: Bool = true, with startsItem: (inout OpeningHoursParser) -> Bool
+    ) -> Bool {
         let save = offset
-        skipSpaces()
+        if spaced { skipSpaces() }
         if take(",") {
-            skipSpaces()
+            if spaced { skipSpaces() }
             if startsItem(&self) { return true }
         }
         offset = save

@@ -193,7 +193,7 @@ private struct Helsinki {
 @Suite struct OpeningHoursParserTests {
     @Test func readsEveryConstruct() throws {
         let value =
-            "2026-2028/2 Dec 24-Jan 06, easter +1 day week 01-10/2: Mo-Fr,Su[1,-1],PH -1 day,SH "
+            "2026-2028/2 Dec 24-Jan 06,easter +1 day week 01-10/2: Mo-Fr,Su[1,-1],PH -1 day,SH "
             + "08:00-12:00,(sunrise+00:30)-sunset+,22:00-26:00/01:00 open \"busy\"; 24/7 || \"note\": off"
         let hours = try OpeningHours(parsing: value)
         #expect(hours.rules.count == 3)
