@@ -35,6 +35,10 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
         "downgrade-places", "write a places file in the schema before this one (NEW OLD), for the upgrade's tests",
         runDowngradePlaces
     ),
+    (
+        "hours", "opening hours: evaluate lines from stdin (differential tests), or --time: parse/evaluate p50",
+        hoursBenchmark
+    ),
     ("fleet", "fleet export to mosquitto: markers/s, 100,000-event backlog drain, idle wake-ups", fleetBenchmark),
 ]
 
