@@ -35,7 +35,7 @@ public struct TimeZoneRules: Equatable, Sendable {
             footer = nil
             return
         }
-        try reader.skip(first.blockSize(timeSize: 4))
+        try reader.advance(by: first.blockSize(timeSize: 4))
         let second = try reader.header()
         (transitions, periods, initial) = try reader.block(second, timeSize: 8)
         let footerText = try reader.footer()
@@ -113,7 +113,7 @@ private struct TZifReader {
             transitionCount: counts[3], typeCount: counts[4], characterCount: counts[5])
     }
 
-    mutating func skip(_ count: Int) throws(TimeZoneError) {
+    mutating func advance(by count: Int) throws(TimeZoneError) {
         guard bytes.count >= offset + count else { throw .truncated("version 1 data") }
         offset += count
     }
