@@ -11,8 +11,6 @@ the pair is not compared. No oracle has Finnish school holidays and placed is gi
 change the answer placed says unknown, which is not compared either (it is counted)."""
 import collections
 import datetime
-import statistics
-import time
 import pathlib
 import random
 import re
@@ -366,42 +364,3 @@ def test_generated_values_against_both_oracles(bench, kopeninghours, finnish_hol
 def test_generated_corpus_is_deterministic():
     assert generated_values(200) == generated_values(200)
     assert generated_values(200) != generated_values(200, seed=35)
-
-
-def test_parse_and_evaluate_timings_beside_opening_hours_py(tmp_path, bench):
-    """Per value: parse p50, and evaluate p50 (state and next change, per instant, 50 instants through
-    2026), placed (release) beside opening-hours-py on the same values in the same run. Figures only:
-    the machine may be busy, so they are printed, not bounded."""
-    values = [value for value in helsinki_values(tmp_path)]
-    listing = tmp_path / "values.txt"
-    listing.write_text("\n".join(values) + "\n")
-    out = subprocess.run([bench, "hours", "--zone", ZONE_FILE, "--time", listing, "--instants", "50"],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    figures = dict(re.findall(r"(parse|evaluate) .*?p50 ([0-9.]+) µs", out.stdout))
-    counted = re.search(r"values (\d+) \(unparsed (\d+)\)", out.stdout)
-    assert counted and int(counted.group(1)) == len(values), out.stdout
-
-    start = datetime.datetime(2026, 1, 1, tzinfo=ZONE)
-    step = datetime.timedelta(seconds=365 * 86_400 // 50 + 3_607)  # as placed-bench steps
-    moments = [start + i * step for i in range(50)]
-    parse_times, evaluate_times = [], []
-    for value in values:
-        began = time.perf_counter()
-        try:
-            hours = opening_hours.OpeningHours(value, timezone=ZONE, country="FI", coords=(LATITUDE, LONGITUDE))
-        except Exception:
-            continue
-        parse_times.append((time.perf_counter() - began) * 1e6)
-        began = time.perf_counter()
-        for moment in moments:
-            hours.state(moment)
-            hours.next_change(moment)
-        evaluate_times.append((time.perf_counter() - began) * 1e6 / len(moments))
-    rust_parse, rust_evaluate = statistics.median(parse_times), statistics.median(evaluate_times)
-    print(f"\nper value, p50 over {len(values)} Helsinki values (machine possibly busy):")
-    print(f"  parse                     placed {float(figures['parse']):8.2f} µs   opening-hours-py {rust_parse:8.2f} µs")
-    print(f"  evaluate (state + next)   placed {float(figures['evaluate']):8.2f} µs   "
-          f"opening-hours-py {rust_evaluate:8.2f} µs")
-    assert float(figures["parse"]) > 0 and float(figures["evaluate"]) > 0
-    assert len(parse_times) > 0.9 * len(values)
