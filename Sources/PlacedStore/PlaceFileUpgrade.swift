@@ -81,6 +81,7 @@ public enum PlaceFileUpgrade {
         let (index, areas) = try PlaceDatabase.indexes(of: pack, in: file, path: source)
         let temporary = temporaryPath(for: target)
         unlink(temporary)
+        PlaceDatabase.removeAbandonedTemporaries(of: target, marker: ".upgrading-")
         var renamed = false
         defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind
         try writeSQLitePart(UnsafeRawBufferPointer(rebasing: file.bytes[0..<imageSize]), to: temporary, schema: schema)

@@ -82,6 +82,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         temporaryPath = Self.temporaryPath(for: path)
         // A leftover of this same pid is ours by name (a crash before it could clean up).
         unlink(temporaryPath)
+        PlaceDatabase.removeAbandonedTemporaries(of: path, marker: ".new-")
         do {
             descriptor = try checkPOSIX(
                 Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644), "create")

@@ -205,6 +205,27 @@ def test_an_interrupted_import_leaves_nothing_behind(existing_db, placectl_bin, 
     assert digest(existing_db) == before
 
 
+def test_an_import_killed_with_sigkill_is_swept_by_the_next(existing_db, placectl_bin, tmp_path):
+    # SIGKILL (or a power cut) gives an import no chance to remove its file: each one left a file as
+    # large as the places file until the disk filled. The next import removes those of dead processes
+    # and keeps one whose process still runs (pid 1 here: another import, as far as it can tell).
+    before = digest(existing_db)
+    importing = subprocess.Popen([placectl_bin, "import", HELSINKI, "--db", existing_db],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    temporary = tmp_path / ("places.db.new-%d" % importing.pid)
+    deadline = time.monotonic() + 30
+    while not temporary.exists():
+        assert importing.poll() is None and time.monotonic() < deadline, "no temporary file seen"
+        time.sleep(0.01)
+    importing.kill()
+    importing.wait(timeout=30)
+    assert temporary.exists() and digest(existing_db) == before
+    alive = tmp_path / "places.db.new-1"
+    alive.write_text("another import's work in progress")
+    assert run(placectl_bin, HELSINKI, "--db", existing_db).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.db", "places.db.new-1"]
+
+
 def test_an_import_run_under_nohup_ignores_sighup(existing_db, placectl_bin, tmp_path):
     # A signal inherited as ignored stays ignored: `nohup placectl import` outlives its terminal.
     importing = subprocess.Popen([placectl_bin, "import", HELSINKI, "--db", existing_db],
