@@ -59,7 +59,7 @@ def test_import_writes_database_and_summary(existing_db, placectl_bin):
     assert any(line.startswith("  osm:relation/2919185: ") for line in skipped), "Kauppatori, cut by the extract"
     with sqlite3.connect(f"file:{existing_db}?mode=ro", uri=True) as db:
         assert db.execute("select count(*) from places").fetchone()[0] == places
-        assert db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "5"
+        assert db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "6"
         assert db.execute("select count(*) from map_features").fetchone()[0] == features
         assert db.execute("select count(*) from map_bounds").fetchone()[0] == features
         sources = dict(db.execute("select address_source, count(*) from places group by 1").fetchall())

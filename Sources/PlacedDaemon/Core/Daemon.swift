@@ -430,7 +430,9 @@ public final class Daemon: PlacesService, LocationSink {
     /// What makes a places file that failed to load one placed loads: the upgrade for a file of the
     /// schema before (what a package upgrade leaves where its postinst could not), else a new import.
     static func remedy(for error: any Error) -> String {
-        if case .unsupportedSchema(_, PlaceFileUpgrade.upgradableSchema)? = error as? PlaceDatabaseError {
+        if case .unsupportedSchema(_, let version?)? = error as? PlaceDatabaseError,
+            PlaceFileUpgrade.upgradableSchemas.contains(version)
+        {
             return "it is upgraded (placectl upgrade, which refreshes placed)"
         }
         return "a new import (placectl import, then placectl refresh)"
