@@ -133,6 +133,12 @@ public final class PlaceCatalog {
         return priors
     }
 
+    /// The place with a stable id, ranked or not; nil when the file has none.
+    public func place(withID id: String) throws(PlaceDatabaseError) -> Place? {
+        guard let number = try placeSet.placeIndex(ofID: id) else { return nil }
+        return try place(at: number)
+    }
+
     public func contains(id: String) -> Bool {
         ((try? placeSet.placeIndex(ofID: id)) ?? nil) != nil
     }
