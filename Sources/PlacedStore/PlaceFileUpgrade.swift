@@ -61,8 +61,9 @@ public enum PlaceFileUpgrade {
     }
 
     static func rewrite(_ source: String, to target: String, schema: Int) throws(PlaceDatabaseError) {
-        precondition(schema == 4 || schema == PlaceDatabase.schemaVersion, "PlaceFileUpgrade: schema \(schema)")
-        let current = schema == PlaceDatabase.schemaVersion
+        precondition((4...PlaceDatabase.schemaVersion).contains(schema), "PlaceFileUpgrade: schema \(schema)")
+        // Schema 5 and this one share the pack's layout (pack version 2); 6 only added records' details.
+        let current = schema >= 5
         let (file, imageSize, database, version) = try PlaceDatabase.mapSQLitePart(path: source)
         guard let version, upgradableSchemas.contains(version) || version == String(PlaceDatabase.schemaVersion)
         else {
