@@ -22,11 +22,16 @@ public struct FieldMask: Equatable, Sendable {
 
     /// nil: the standard record, built as before masks existed.
     public let fields: Set<String>?
+    /// Whether the record carries any detail or hours key (decided once, not per place).
+    public let includesDetails: Bool
 
     public static let standard = FieldMask(fields: nil)
     public static let all = FieldMask(fields: Set(allFields))
 
-    private init(fields: Set<String>?) { self.fields = fields }
+    private init(fields: Set<String>?) {
+        self.fields = fields
+        includesDetails = fields.map { !$0.isSubset(of: Self.standardFields) } ?? false
+    }
 
     /// A client's `fields`: nil gives `default`.
     public static func parse(_ names: [String]?, default: FieldMask = .standard) throws(ServiceError) -> FieldMask {

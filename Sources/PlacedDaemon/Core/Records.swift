@@ -148,13 +148,13 @@ struct PlaceRecords {
         set("likelihood", likelihood.map(Record.Value.double))
         set("attribution", .string(Place.attribution))
         let details = place.details
-        guard !details.isEmpty else { return r }
+        guard !details.isEmpty, fields.includesDetails else { return r }
         for key in ["wheelchair", "brand", "operator", "outdoor_seating", "takeaway", "opening_hours"] {
             set(key, details.value(key).map(Record.Value.string))
         }
         set("brand_wikidata", details.value("brand:wikidata").map(Record.Value.string))
         set("description", details.description(forLanguage: language).map(Record.Value.string))
-        for key in ["phone", "website", "email", "cuisine", "level", "internet_access"] {
+        for key in ["phone", "website", "email", "cuisine", "level", "internet_access"] where fields.includes(key) {
             let items = details.list(key)
             set(key, items.isEmpty ? nil : .strings(items))
         }
