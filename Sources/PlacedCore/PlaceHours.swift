@@ -32,8 +32,16 @@ public final class OpeningHoursCache {
     public func isOpen(_ place: Place, at unixSeconds: Int, holidays: HolidayCalendar, timeZone: TimeZoneRules)
         -> Bool?
     {
-        guard let raw = place.details.openingHours, case .success(let hours) = self.hours(raw) else { return nil }
-        let context = OpeningHoursContext(coordinate: place.coordinate, holidays: holidays, timeZone: timeZone)
+        guard let raw = place.details.openingHours else { return nil }
+        return isOpen(raw, at: place.coordinate, unixSeconds: unixSeconds, holidays: holidays, timeZone: timeZone)
+    }
+
+    /// The same for a raw value at a position: for candidates read in place, which have no `Place` yet.
+    public func isOpen(
+        _ raw: String, at coordinate: Coordinate, unixSeconds: Int, holidays: HolidayCalendar, timeZone: TimeZoneRules
+    ) -> Bool? {
+        guard case .success(let hours) = self.hours(raw) else { return nil }
+        let context = OpeningHoursContext(coordinate: coordinate, holidays: holidays, timeZone: timeZone)
         switch hours.state(at: timeZone.localTime(at: unixSeconds), in: context) {
         case .open: return true
         case .closed: return false

@@ -91,6 +91,15 @@ import Testing
         #expect(summary?.openNow == true && summary?.nextChange == monday10 + 2 * 3600)
         #expect(summary?.intervals.map { [$0.start, $0.end] } == [[540, 720], [780, 1020]])
         #expect(cache.summary(of: place("nonsense"), at: monday10, holidays: HolidayCalendar(), timeZone: utc) == nil)
+        let helsinki = Coordinate(latitude: 60.17, longitude: 24.94)
+        #expect(
+            cache.isOpen(
+                "Mo-Fr 09:00-17:00", at: helsinki, unixSeconds: monday10, holidays: HolidayCalendar(), timeZone: utc)
+                == true)
+        #expect(
+            cache.isOpen(
+                "Mo-Fr 11:00-17:00", at: helsinki, unixSeconds: monday10, holidays: HolidayCalendar(), timeZone: utc)
+                == false)
         if case .failure = cache.hours("Mo-Fr 09:00-17:00") {
             Issue.record("a good value parses")
         }
