@@ -463,6 +463,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
                 guard let count = reader.varint(), count <= (raw.count - reader.position) / 16 else { return nil }
                 for _ in 0..<2 * count { _ = reader.double() }
             }
+            if flags & PlacePack.RecordFlag.details != 0 { guard reader.span() != nil else { return nil } }
             return (nameEnd, addressEnd, reader.position)
         }
         guard let layout else { throw .corrupt(path: path, detail: "a spilled place does not decode") }

@@ -92,6 +92,13 @@ extension Record.Value {
         case let .int(i): Self.encode(number: Double(i), into: &output)
         case let .uint(u): Self.encode(number: Double(u), into: &output)
         case let .bool(b): output.append(contentsOf: b ? "true".utf8 : "false".utf8)
+        case let .strings(items):
+            output.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                JSON.encode(string: item, into: &output)
+            }
+            output.append(UInt8(ascii: "]"))
         case let .record(r): r.encodeJSON(into: &output)
         case let .records(rs): Record.encodeJSON(array: rs, into: &output)
         }
@@ -142,6 +149,7 @@ extension Record {
             switch field.value {
             case .record(let record): size + field.key.utf8.count + record.estimatedJSONSize
             case .records(let records): size + field.key.utf8.count + records.count * 320
+            case .strings(let items): items.reduce(size + field.key.utf8.count + 2) { $0 + $1.utf8.count + 3 }
             default: size + field.key.utf8.count + 24
             }
         }
