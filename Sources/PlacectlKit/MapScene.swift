@@ -36,11 +36,39 @@ public struct MapScene: Sendable, Equatable {
         public var title: String
         public var address: String?
         public var coordinate: Coordinate
+        /// "open until 21:00", "closed until Mon 07:00": from the place's `Details`, nil when unknown.
+        public var hours: String?
 
-        public init(title: String, address: String?, coordinate: Coordinate) {
+        public init(title: String, address: String?, coordinate: Coordinate, hours: String? = nil) {
             self.title = title
             self.address = address
             self.coordinate = coordinate
+            self.hours = hours
+        }
+
+        /// The hours line of a `Details` place: open or closed, until its `next_change` (RFC 3339 in
+        /// the device's offset, read as written: the map is drawn where the device is), with the
+        /// weekday when that is another day than `now` (seconds since the epoch) in the same offset.
+        public static func hours(details place: JSON?, now: Int) -> String? {
+            guard let open = place?["open_now"]?.bool else { return nil }
+            let state = open ? "open" : "closed"
+            guard let change = place?["next_change"]?.string, change.utf8.count >= 20,
+                let year = Int(change.prefix(4)), let month = Int(change.dropFirst(5).prefix(2)),
+                let day = Int(change.dropFirst(8).prefix(2))
+            else { return state }
+            var offset = 0
+            if let sign = change.dropFirst(19).first(where: { $0 == "+" || $0 == "-" }),
+                let zone = change.split(separator: sign).last, zone.utf8.count == 5,
+                let hours = Int(zone.prefix(2)), let minutes = Int(zone.suffix(2))
+            {
+                offset = (sign == "+" ? 1 : -1) * (hours * 3600 + minutes * 60)
+            }
+            let today = CivilDateTime(secondsSinceEpoch: now + offset).date
+            let date = CivilDate(year: year, month: month, day: day)
+            let time = String(change.dropFirst(11).prefix(5))
+            let weekdays = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+            let when = date == today ? time : "\(weekdays[date.weekday]) \(time)"
+            return "\(state) until \(when)"
         }
     }
 
@@ -78,7 +106,8 @@ public struct MapScene: Sendable, Equatable {
     /// `center` nil: the fix's position. Features that do not read as `MapFeature.init(geoJSON:)`
     /// are left out; a reply without `features` is a protocol violation.
     public init(
-        current: [String: JSON], status: [String: JSON], map: [String: JSON], center: Coordinate?, radius: Double
+        current: [String: JSON], status: [String: JSON], map: [String: JSON], center: Coordinate?, radius: Double,
+        markerHours: String? = nil
     ) throws(ClientError) {
         func coordinate(_ object: JSON?) -> Coordinate? {
             guard let latitude = object?["latitude"]?.double, let longitude = object?["longitude"]?.double else {
@@ -107,7 +136,7 @@ public struct MapScene: Sendable, Equatable {
             let ranked = places.first { $0.id == place["id"]?.string }
             marker = Marker(
                 title: ranked?.name ?? place["name"]?.string ?? place["id"]?.string ?? "marker",
-                address: place["address"]?.string, coordinate: at)
+                address: place["address"]?.string, coordinate: at, hours: markerHours)
         }
         self.init(
             center: middle, radius: radius, features: features.compactMap(MapFeature.init(geoJSON:)), fix: fix,

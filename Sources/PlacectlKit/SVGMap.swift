@@ -431,14 +431,20 @@ public struct SVGMap {
                     ("font-weight", "bold"),
                 ],
                 text: title)
+            var line = box.minY + 35
             if let address = marker.address {
                 svg.element(
                     "text",
-                    [
-                        ("x", number(box.minX + 8)), ("y", number(box.minY + 35)), ("font-size", "12"),
-                        ("fill", "#3c4043"),
-                    ],
+                    [("x", number(box.minX + 8)), ("y", number(line)), ("font-size", "12"), ("fill", "#3c4043")],
                     text: address)
+                line += 18
+            }
+            if let hours = marker.hours {
+                let color = hours.hasPrefix("open") ? "#1a7f37" : "#b3261e"
+                svg.element(
+                    "text",
+                    [("x", number(box.minX + 8)), ("y", number(line)), ("font-size", "12"), ("fill", color)],
+                    text: hours)
             }
         }
         svg.close("g")
@@ -450,9 +456,10 @@ public struct SVGMap {
         guard let marker = scene.marker else { return nil }
         let title = marker.title + (inView(point(marker.coordinate)) ? "" : " (off the map)")
         let boxWidth =
-            max(Self.textWidth(title, fontSize: 14, bold: true), Self.textWidth(marker.address ?? "", fontSize: 12))
-            + 16
-        let boxHeight = marker.address == nil ? 26.0 : 44.0
+            max(
+                Self.textWidth(title, fontSize: 14, bold: true), Self.textWidth(marker.address ?? "", fontSize: 12),
+                Self.textWidth(marker.hours ?? "", fontSize: 12)) + 16
+        let boxHeight = 26.0 + (marker.address == nil ? 0 : 18) + (marker.hours == nil ? 0 : 18)
         let tip = point(marker.coordinate)
         var x = tip.x - boxWidth / 2
         var y = tip.y - 34 - boxHeight

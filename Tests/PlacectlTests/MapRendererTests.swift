@@ -120,6 +120,35 @@ import Testing
         #expect(texts.contains("Forum (off the map)"))
     }
 
+    @Test func theMarkersHoursAreALineOfItsLabel() throws {
+        var scene = Self.scene(features: [])
+        scene.marker?.hours = "open until 21:00"
+        let texts = try Self.texts(ofXML: SVGMap(scene: scene).render()).texts
+        #expect(texts.contains("open until 21:00"))
+        scene.marker?.hours = nil
+        #expect(try !Self.texts(ofXML: SVGMap(scene: scene).render()).texts.contains { $0.contains("until") })
+    }
+
+    @Test func hoursReadFromDetailsSayUntilWhenWithTheDayWhenNotToday() throws {
+        // 2026-12-06 12:00 UTC is 14:00 in Helsinki (+02:00), a Sunday.
+        let noon = CivilDateTime(year: 2026, month: 12, day: 6, hour: 12).secondsSinceEpoch
+        func hours(_ text: String) throws -> String? {
+            MapScene.Marker.hours(details: try JSON(parsing: Array(text.utf8)), now: noon)
+        }
+        #expect(try hours(#"{"open_now": true, "next_change": "2026-12-06T21:00:00+02:00"}"#) == "open until 21:00")
+        #expect(
+            try hours(#"{"open_now": false, "next_change": "2026-12-07T07:00:00+02:00"}"#) == "closed until Mon 07:00")
+        // 22:30 UTC on the 6th is 00:30 on the 7th in Helsinki: a change at 02:00 is the same day there.
+        let late = CivilDateTime(year: 2026, month: 12, day: 6, hour: 22, minute: 30).secondsSinceEpoch
+        #expect(
+            MapScene.Marker.hours(
+                details: try JSON(
+                    parsing: Array(#"{"open_now": true, "next_change": "2026-12-07T02:00:00+02:00"}"#.utf8)),
+                now: late) == "open until 02:00")
+        #expect(try hours(#"{"open_now": true}"#) == "open")
+        #expect(try hours(#"{"opening_hours": "Mo-Fr 08:00-18:00"}"#) == nil)
+    }
+
     @Test func scaleBarIsARoundLengthUpToAFifthOfTheWidth() {
         for (radius, metres) in [(150.0, 100.0), (50, 20), (500, 200), (10, 5)] {
             var scene = Self.scene(features: [])

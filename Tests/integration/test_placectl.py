@@ -211,6 +211,21 @@ def test_map_draws_the_ranking_and_marker_svg_and_png(daemon, tmp_path):
     assert png_size(small) == (320, 200)
 
 
+def test_map_labels_the_marker_with_its_hours(daemon, tmp_path):
+    places = daemon.json("places", "--limit", "20", "--fields", "id,name,open_now,next_change")["places"]
+    with_hours = [(rank, p) for rank, p in enumerate(places, 1) if "open_now" in p]
+    assert with_hours, "a place with opening hours among the ranked ones: %s" % places
+    rank, place = with_hours[0]
+    assert daemon.ctl("select", str(rank)).returncode == 0
+    svg = tmp_path / "hours.svg"
+    assert daemon.ctl("map", "--output", svg).returncode == 0
+    lines = [t for t in svg_texts(svg) if t.startswith(("open", "closed"))]
+    state = "open" if place["open_now"] else "closed"
+    assert len(lines) == 1 and lines[0].startswith(state), lines
+    if "next_change" in place:
+        assert lines[0].startswith(state + " until ") and lines[0].endswith(place["next_change"][11:16]), lines
+
+
 def test_map_without_a_map_layer_is_named_and_writes_nothing(placed_bin, placectl_bin, tmp_path):
     out = subprocess.run([placectl_bin, "import", ROOT / "data" / "helsinki-center.osm.pbf", "--db",
                           tmp_path / "bare.db", "--no-map"], capture_output=True, text=True, timeout=60)

@@ -21,8 +21,8 @@ enum MapCommand: Command {
         discussion: """
             Draws the streets, buildings, water and green areas placed imported around the current
             location (or LAT,LON), the fix with its accuracy circle (the 95 % radius), the ranked
-            places as numbered pins with their likelihoods, and the marker with its title and
-            address. Writes SVG to standard output, or to FILE: PNG when FILE ends in .png (through
+            places as numbered pins with their likelihoods, and the marker with its title, address
+            and hours ("open until 21:00"). Writes SVG to standard output, or to FILE: PNG when FILE ends in .png (through
             rsvg-convert, Debian package librsvg2-bin). Place and street names follow --language,
             else LC_ALL, LC_MESSAGES or LANG, else placed's Language=, falling back to each name
             tag. Needs the varlink socket (D-Bus has no map) and a places file imported with its
@@ -72,7 +72,14 @@ enum MapCommand: Command {
         ]
         if let language = client.language { parameters["language"] = .string(language) }
         let map = try client.call("Map", parameters)
-        let scene = try MapScene(current: current, status: status, map: map, center: middle, radius: radius)
+        // The marker's hours on its label; a placed without Details (or a place gone since) has none.
+        let markerHours = status["marker"]?["place"]?["id"]?.string.flatMap { id in
+            (try? client.details(id: id, time: nil)).flatMap {
+                MapScene.Marker.hours(details: $0["place"], now: Int(time(nil)))
+            }
+        }
+        let scene = try MapScene(
+            current: current, status: status, map: map, center: middle, radius: radius, markerHours: markerHours)
         let svg = SVGMap(scene: scene, width: width, height: height).render()
 
         guard let output = arguments.value("output") else {
