@@ -31,7 +31,10 @@ private final class FleetFixture {
                 Place(id: "osm:node/1", name: "Kahvila", kind: "amenity=cafe", coordinate: centre),
                 Place(
                     id: "osm:node/2", name: "Kirjasto", kind: "amenity=library",
-                    coordinate: LocalProjection(origin: centre).coordinate(east: 12, north: 0)),
+                    coordinate: LocalProjection(origin: centre).coordinate(east: 12, north: 0),
+                    details: PlaceDetails(tags: [
+                        "opening_hours": "24/7", "contact:phone": "+358 9 310 85000", "wheelchair": "yes",
+                    ])),
             ])
         let file = directory + "/placed.conf"
         let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -101,6 +104,11 @@ private final class RefusingJournal: SelectionJournal {
             "the 95 % radius, as the varlink record says")
         #expect(payload["gpsTime"] == "2027-01-15T08:00:00.000Z", "the fix's own time")
         #expect(payload["id"] == .string("van-17:\(markers[0].sequence)"))
+        // The place's details, and its hours at the selection's time, ride along.
+        let place = payload["place"]
+        #expect(place?["opening_hours"] == "24/7" && place?["open_now"] == .bool(true))
+        #expect(place?["phone"] == .array(["+358 9 310 85000"]) && place?["wheelchair"] == "yes")
+        #expect(place?["name"] == "Kirjasto" && place?["likelihood"]?.double != nil)
     }
 
     @Test func aJournalThatFailsRollsTheSelectionBack() throws {

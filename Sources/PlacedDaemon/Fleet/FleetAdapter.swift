@@ -105,7 +105,20 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
         // During a visit the marker is at the visit's averaged position, which has no GPS time of its own:
         // the latest fix's is the event's.
         try exporter?.recordAlongside(
-            marker, record: Record.marker(marker).jsonObject, gpsTime: marker.location.time ?? service.location?.time)
+            marker, record: payload(of: marker).jsonObject, gpsTime: marker.location.time ?? service.location?.time)
+    }
+
+    /// The marker as the fleet gets it: its place with every key `Details` has (phone, website, the
+    /// opening hours and whether it was open at the selection's time), so a back office needs no
+    /// places file of its own to show what was chosen.
+    func payload(of marker: Marker) -> Record {
+        var record = Record.marker(marker)
+        let place = PlaceRecords(language: nil, fields: .all, time: Int(marker.time), service: service).record(
+            marker.place.place, distance: marker.place.distance, likelihood: marker.place.likelihood)
+        if let index = record.fields.firstIndex(where: { $0.key == "place" }) {
+            record.fields[index].value = .record(place)
+        }
+        return record
     }
 
     func selectionTransactionEnded(committed: Bool) {
