@@ -48,6 +48,15 @@ public protocol PlacesService: AnyObject {
     /// draws, bounded so that one reply stays a few hundred kilobytes.
     func map(latitude: Double, longitude: Double, radius: Double, by caller: Credentials) throws(ServiceError)
         -> [MapFeature]
+
+    /// Inserts `places` or replaces those of their ids, as one durable batch (`InvalidOwnPlace` names
+    /// the first feature at fault, and nothing is applied); returns how many were put.
+    func putPlaces(_ places: [OwnPlace], by caller: Credentials) throws(ServiceError) -> Int
+    /// Deletes the own places of `ids` as one durable batch; returns how many there were.
+    func deletePlaces(_ ids: [String], by caller: Credentials) throws(ServiceError) -> Int
+    /// Every own place, in id order.
+    func ownPlaces(by caller: Credentials) throws(ServiceError) -> [OwnPlace]
+    var ownPlaceCount: Int { get }
 }
 
 extension PlacesService {
@@ -63,7 +72,7 @@ extension PlacesService {
 public enum Access: Sendable {
     /// The location, the rankings, the history, the markers.
     case read
-    /// Select and Refresh.
+    /// Select, Refresh, and changing the own places.
     case write
 }
 

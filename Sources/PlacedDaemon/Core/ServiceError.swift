@@ -19,6 +19,8 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
     case tooManyFeatures(maximum: Int)
     /// The places file was imported without its map layer (`placectl import --no-map`).
     case noMapLayer
+    /// An own place, or a batch of them, refused: the feature at fault and why; nothing was applied.
+    case invalidOwnPlace(OwnPlaceError)
 
     public var name: String {
         switch self {
@@ -32,6 +34,7 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case .invalidRadius: "InvalidRadius"
         case .tooManyFeatures: "TooManyFeatures"
         case .noMapLayer: "NoMapLayer"
+        case .invalidOwnPlace: "InvalidOwnPlace"
         }
     }
 
@@ -51,6 +54,7 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case let .tooManyFeatures(maximum):
             "more than \(maximum) map features there: ask for a smaller radius"
         case .noMapLayer: "the places file has no map layer: import it again without --no-map"
+        case let .invalidOwnPlace(error): error.description
         }
     }
 

@@ -163,6 +163,25 @@ enum InterfaceDescriptions {
           visit: ?Visit
         )
 
+        # A place the operator or user defines, as a GeoJSON Feature (RFC 7946), the form of placectl own
+        # import and export. properties: id ("own:<key>", the key 1 to 64 of A-Z a-z 0-9 . _ -), name,
+        # name:<language> variants, kind (absent: "own"), address, weight (the ranker's prior; absent: 1.25
+        # times that of an OSM place of the kind, 1.25 for a kind OSM has not), radius (metres, 1 to 10000,
+        # for a Point only). geometry: a Point with its radius, or a Polygon or MultiPolygon, [longitude,
+        # latitude] positions, rings closed, each polygon's outer ring first, at most 10000 positions.
+        type OwnPlace (type: string, properties: object, geometry: object)
+
+        # Inserts the places, or replaces those of the same ids, as one batch: all of it is on disk before
+        # the reply, or none of it (InvalidOwnPlace names the first feature at fault). The current location
+        # is ranked again at once. Root or group placed.
+        method PutPlaces(places: []OwnPlace) -> (count: int)
+
+        # Deletes the own places of these ids as one batch; count: how many there were.
+        method DeletePlaces(ids: []string) -> (count: int)
+
+        # Every own place, in id order.
+        method OwnPlaces() -> (places: []OwnPlace)
+
         error UnknownPlace (id: string)
         error NotInRanking (id: string)
         error InvalidLimit (limit: int, maximum: int)
@@ -170,10 +189,13 @@ enum InterfaceDescriptions {
         error InvalidRadius (radius: float, maximum: float)
         error TooManyFeatures (maximum: int)
         error NoMapLayer ()
-        # Reading needs root or the groups placed or placed-read; Select and Refresh root or group placed.
+        # Reading needs root or the groups placed or placed-read; Select, Refresh, PutPlaces and
+        # DeletePlaces root or group placed.
         error PermissionDenied (operation: string, requirement: string)
         error StoreFailed (reason: string)
         error NoPlaces ()
+        # feature: the number of the feature at fault in the batch, from 0; id: its id when it has one.
+        error InvalidOwnPlace (reason: string, feature: ?int, id: ?string)
         error MessageTooLarge (limit: int)
         error InvalidMessage (reason: string)
         error InternalError ()

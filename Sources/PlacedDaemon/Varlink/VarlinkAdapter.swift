@@ -160,6 +160,33 @@ final class VarlinkAdapter: DaemonSubscriber {
                 first.set("marker", service.marker.map { .record(.marker($0)) })
                 first.set("visit", openVisit(language: language))
                 call.reply(first, continues: true)
+            case "PutPlaces":
+                try call.rejectUnknownParameters(allowing: ["places"])
+                let features = try call.required("places", \.array)
+                let places: [OwnPlace]
+                do {
+                    places = try OwnPlace.readFeatures(features)
+                } catch {
+                    throw ServiceError.invalidOwnPlace(error)
+                }
+                let count = try service.putPlaces(places, by: call.credentials)
+                try call.reply(["count": .number(Double(count))])
+            case "DeletePlaces":
+                try call.rejectUnknownParameters(allowing: ["ids"])
+                var ids: [String] = []
+                for value in try call.required("ids", \.array) {
+                    guard let id = value.string else {
+                        throw ServiceError.invalidOwnPlace(
+                            OwnPlaceError(feature: ids.count, id: nil, .badID("\(value)")))
+                    }
+                    ids.append(id)
+                }
+                let count = try service.deletePlaces(ids, by: call.credentials)
+                try call.reply(["count": .number(Double(count))])
+            case "OwnPlaces":
+                try call.rejectUnknownParameters(allowing: [])
+                let places = try service.ownPlaces(by: call.credentials)
+                try call.reply(["places": .array(places.map(\.geoJSON))])
             default:
                 throw VarlinkError.methodNotFound(call.method)
             }
@@ -220,7 +247,16 @@ final class VarlinkAdapter: DaemonSubscriber {
         case let .invalidRadius(radius, maximum): ["radius": .finite(radius), "maximum": .number(maximum)]
         case let .tooManyFeatures(maximum): ["maximum": .number(Double(maximum))]
         case .noPlaces, .noMapLayer: [:]
+        case let .invalidOwnPlace(error): Self.parameters(of: error)
         }
+    }
+
+    /// InvalidOwnPlace's: the whole message, and the feature's number and id when known.
+    private static func parameters(of error: OwnPlaceError) -> [String: JSON] {
+        var fields: [String: JSON] = ["reason": .string(error.description)]
+        if let feature = error.feature { fields["feature"] = .number(Double(feature)) }
+        if let id = error.id { fields["id"] = .string(id) }
+        return fields
     }
 
     // MARK: Broadcasts
