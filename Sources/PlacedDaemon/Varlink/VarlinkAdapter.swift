@@ -43,7 +43,18 @@ final class VarlinkAdapter: DaemonSubscriber {
         server.register(VarlinkInterface(description: InterfaceDescriptions.varlink)!) { [unowned self] call in
             try handle(call)
         }
+        server.limits = { [unowned service] credentials in
+            if (try? service.authorize(credentials, to: .write, "")) != nil { return Self.writerLimits }
+            if (try? service.authorize(credentials, to: .read, "")) != nil { return Self.readerLimits }
+            return nil
+        }
     }
+
+    /// A writer's PutPlaces of 10,000 own places is about 2.5 MB, and its OwnPlaces reply the same:
+    /// writers may send 16 MiB and queue 32 MiB; readers queue 32 MiB (OwnPlaces); everyone else keeps
+    /// the server's 64 KiB and `maxQueuedBytes`.
+    static let writerLimits = VarlinkServer.Limits(maxMessageSize: 16 << 20, maxQueuedBytes: 32 << 20)
+    static let readerLimits = VarlinkServer.Limits(maxMessageSize: 64 << 10, maxQueuedBytes: 32 << 20)
 
     /// Serves on the socket systemd passed (placed.socket), else on a socket of its own at `socketPath`.
     static func start(service: PlacesService, loop: EventLoop, socketPath: String) throws -> VarlinkAdapter {
