@@ -55,7 +55,7 @@ enum Placectl {
         [
             StatusCommand.self, PlacesCommand.self, SelectCommand.self, WatchCommand.self, HistoryCommand.self,
             RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self, UpgradeCommand.self,
-            FleetDropInCommand.self,
+            FleetDropInCommand.self, OwnCommand.self,
         ]
     }
 
