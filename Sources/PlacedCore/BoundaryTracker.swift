@@ -43,7 +43,7 @@ public struct BoundaryEvent: Sendable, Equatable {
 /// once fixes have counted for the other side for `dwell` seconds with none counting back. Every
 /// place starts outside, so a device that starts inside one enters it after the dwell.
 public struct BoundaryTracker: Sendable {
-    public let settings: BoundarySettings
+    public private(set) var settings: BoundarySettings
     /// Ids of the places the device is inside.
     public private(set) var inside: Set<String> = []
     /// Places whose fixes count for the other side, since when (monotonic microseconds).
@@ -51,6 +51,12 @@ public struct BoundaryTracker: Sendable {
     private var nearby: [OwnSite] = []
 
     public init(settings: BoundarySettings = BoundarySettings()) throws(RankingError) {
+        if let problem = settings.problem { throw .invalidModel(problem) }
+        self.settings = settings
+    }
+
+    /// New settings, keeping which places the device is inside (a reload must not enter them again).
+    public mutating func change(to settings: BoundarySettings) throws(RankingError) {
         if let problem = settings.problem { throw .invalidModel(problem) }
         self.settings = settings
     }

@@ -40,4 +40,21 @@ import Testing
                 """)
         #expect(OwnPlacesFile.listing(["places": []]) == "no own places\n")
     }
+
+    @Test func watchPrintsATransitionLine() {
+        let update: JSON = [
+            "generation": 3, "stale": false,
+            "transition": [
+                "event": "enter", "id": "own:depot", "name": "Depot", "kind": "depot",
+                "location": ["latitude": 60.1699, "longitude": 24.9384, "accuracy": 5, "mode": "3d"],
+                "time": "2026-12-06T13:00:00.000Z",
+            ],
+        ]
+        #expect(
+            Format.watchUpdate(update.object!, clock: "13:00:00")
+                == "13:00:00  entered Depot (own:depot) at 60.1699000,24.9384000 ±5 m (3d)\n")
+        var left = update.object!
+        left["transition"] = ["event": "leave", "id": "own:depot", "name": "Depot"]
+        #expect(Format.watchUpdate(left, clock: "13:00:09") == "13:00:09  left Depot (own:depot)\n")
+    }
 }

@@ -17,9 +17,18 @@ private let reader = Credentials(uid: 65534, gid: 65534, groups: [4])
 
 private final class Rankings: DaemonSubscriber {
     var rankings: [Ranking] = []
+    var crossings: [BoundaryEvent] = []
     func handle(_ event: DaemonEvent, from service: PlacesService) {
         if case .ranked(let ranking) = event { rankings.append(ranking) }
+        if case .boundaryCrossed(let crossing) = event { crossings.append(crossing) }
     }
+}
+
+/// A gpsd-like report `east` metres from the centre, its 95 % radius `eph`.
+private func report(second: Int, east: Double, eph: Double = 5) -> TPVReport {
+    let at = LocalProjection(origin: centre).coordinate(east: east, north: 0)
+    return TPVReport(
+        time: 1_000_000 + Double(second), mode: 3, latitude: at.latitude, longitude: at.longitude, eph: eph, speed: 0)
 }
 
 /// A daemon with one OSM cafe at the centre, a static position there, and its files in a directory.
@@ -37,7 +46,7 @@ private final class OwnFixture {
             with: [Place(id: "osm:node/1", name: "Kahvila", kind: "amenity=cafe", coordinate: centre)],
             mapFeatures: nil)
         let fd = open(directory + "/placed.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        writeAll(fd, "[Interfaces]\nReaderGroup=adm\n")
+        writeAll(fd, "[Interfaces]\nReaderGroup=adm\n[OwnPlaces]\nBoundaryMargin=5\nBoundaryDwell=3\n")
         close(fd)
         loader = ConfigurationLoader(arguments: [
             "--config", directory + "/placed.conf", "--db", directory + "/places.db", "--static",
@@ -119,5 +128,27 @@ private func circle(_ key: String, east: Double, radius: Double, kind: String = 
         #expect(try fixture.daemon.deletePlaces(["own:a", "own:zz"], by: root) == 1)
         #expect(try fixture.daemon.ownPlaces(by: root).isEmpty)
         #expect(!(fixture.rankings.rankings.last?.places.contains { $0.place.id == "own:a" } ?? true))
+    }
+
+    @Test func crossingABoundaryIsAnEventAfterTheDwell() throws {
+        let fixture = try OwnFixture()
+        let daemon = fixture.daemon
+        _ = try daemon.putPlaces([circle("yard", east: 500, radius: 100)], by: root)
+        let start: UInt64 = 10_000_000
+        // Driving east through the yard (400 to 600 m) at 10 m/s, one fix a second, 5 m off the round numbers:
+        // a fix counts from 10 m beyond the boundary (margin 5, eph 5).
+        for second in 0...100 {
+            daemon.receive(
+                report(second: second, east: 305 + 10 * Double(second)), at: start + UInt64(second) * 1_000_000)
+        }
+        let crossings = fixture.rankings.crossings
+        #expect(crossings.map(\.transition) == [.entered, .left])
+        #expect(crossings.map(\.place.id) == ["own:yard", "own:yard"])
+        // Entered once fixes 10 m inside had counted for 3 s: from the fix at 415 m, 3 s on.
+        let enteredAt = LocalProjection(origin: centre).project(crossings[0].fix.coordinate).x
+        #expect(abs(enteredAt - 445) < 0.5, "entered at \(enteredAt)")
+        let leftAt = LocalProjection(origin: centre).project(crossings[1].fix.coordinate).x
+        #expect(abs(leftAt - 645) < 0.5, "left at \(leftAt)")
+        #expect(daemon.boundaries.inside.isEmpty)
     }
 }

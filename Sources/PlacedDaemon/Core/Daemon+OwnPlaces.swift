@@ -39,6 +39,8 @@ extension Daemon {
             throw .storeFailed(reason: "the own places were not deleted: \(error)")
         }
         ownPlaces = ownPlaces.deleting(ids)
+        // A deleted place is not left: it no longer exists (no Left event).
+        for id in ids { boundaries.forget(id) }
         Log.info("own places: \(deleted) deleted, \(ownPlaces.count) left")
         ownPlacesChanged()
         return deleted

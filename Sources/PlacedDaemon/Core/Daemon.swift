@@ -34,6 +34,8 @@ public final class Daemon: PlacesService, LocationSink {
     /// The own places, in the selection log's file, and in memory with their grid.
     let ownPlaceStore: OwnPlaceStore
     var ownPlaces: OwnPlaceIndex
+    /// Which own places the device is inside, and the crossings it confirms.
+    var boundaries: BoundaryTracker
     /// The own places near the fix being ranked: kept to reuse its storage.
     private var ownNearby: [OwnSite] = []
 
@@ -73,6 +75,7 @@ public final class Daemon: PlacesService, LocationSink {
         // the clock goes forward.
         visits = try VisitDetector(settings: configuration.visitSettings, firstID: UInt64(Self.wallClock() * 1000))
         visitPlace = try VisitPlaceTracker(autoSelectThreshold: configuration.autoSelect)
+        boundaries = try BoundaryTracker(settings: configuration.boundarySettings)
         if selections.isReadOnly {
             Log.warning(
                 "selection log \(selections.path) is read-only: selections are refused until it is writable")
@@ -110,6 +113,8 @@ public final class Daemon: PlacesService, LocationSink {
             case .ended(let visit): visitEnded(visit)
             }
         }
+        // Every gated fix counts for the own places' boundaries too: the dwell is a time, not a distance.
+        for crossing in boundaries.consider(fix, places: &ownPlaces) { emit(.boundaryCrossed(crossing)) }
         guard case let .move(distance) = try? filter.consider(fix) else {
             emit(.located(fix))
             return
@@ -402,6 +407,13 @@ public final class Daemon: PlacesService, LocationSink {
                 visitSelection = nil
             } catch {
                 Log.error("cannot apply the new visit settings: \(error)")
+            }
+        }
+        if new.boundarySettings != old.boundarySettings {
+            do {
+                try boundaries.change(to: new.boundarySettings)
+            } catch {
+                Log.error("cannot apply the new boundary settings: \(error)")
             }
         }
         if new.writerGroup != old.writerGroup || new.readerGroup != old.readerGroup {

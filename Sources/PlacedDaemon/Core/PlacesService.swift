@@ -96,6 +96,8 @@ public enum DaemonEvent {
     case visitEnded(Visit, place: RankedPlace?, selection: Marker?)
     /// The location source's state changed; without fixes the last ranking turns stale.
     case sourceChanged(SourceState)
+    /// The device entered or left an own place (with hysteresis: `BoundaryTracker`).
+    case boundaryCrossed(BoundaryEvent)
     case distanceFilterChanged(Double)
 }
 

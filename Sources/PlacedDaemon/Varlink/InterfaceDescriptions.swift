@@ -151,8 +151,20 @@ enum InterfaceDescriptions {
         # file was imported with --no-map.
         method Map(latitude: float, longitude: float, radius: float, language: ?string) -> (features: []MapFeature)
 
-        # With `more`: the current state first, then each ranking, marker and visit (its start and its end)
-        # as it happens. language: the names of every ranking and visit on this stream, as for Current
+        # The device entered (event "enter") or left ("leave") an own place: its id, name and kind, the
+        # fix that confirmed it (see OWN PLACES in placed(8): a margin and a dwell against GPS jitter) and
+        # when.
+        type Transition (
+          event: string,
+          id: string,
+          name: string,
+          kind: string,
+          location: Location,
+          time: string
+        )
+
+        # With `more`: the current state first, then each ranking, marker, visit (its start and its end)
+        # and own place entered or left (transition) as it happens. language: the names of every ranking and visit on this stream, as for Current
         # (absent: Language=, as it is set when each is sent).
         method Watch(language: ?string) -> (
           generation: int,
@@ -160,7 +172,8 @@ enum InterfaceDescriptions {
           location: ?Location,
           places: ?[]Place,
           marker: ?Marker,
-          visit: ?Visit
+          visit: ?Visit,
+          transition: ?Transition
         )
 
         # A place the operator or user defines, as a GeoJSON Feature (RFC 7946), the form of placectl own

@@ -299,6 +299,13 @@ final class VarlinkAdapter: DaemonSubscriber {
                         .visit(visit, clock: service.clock, place: place, selection: selection, language: language)))
                 return parameters
             }
+        case let .boundaryCrossed(crossing):
+            broadcastNamed { language in
+                var parameters = rankingParameters(service.latestRanking, places: false)
+                parameters.set(
+                    "transition", .record(.transition(crossing, clock: service.clock, language: language)))
+                return parameters
+            }
         case .located, .moved, .distanceFilterChanged:
             break
         }
