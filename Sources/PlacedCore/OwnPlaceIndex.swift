@@ -1,12 +1,7 @@
-#if canImport(Glibc)
-    import Glibc  // libm: cos, floor
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// An own place as the ranker and the boundary tracker read it: the place, its listing and the circle
-/// that holds its shape, worked out once when the place is stored.
-public struct OwnSite: Sendable, RankingCandidate {
+/// that holds its shape, worked out once when the place is stored. A class: the ranker copies its
+/// candidates, and a site is one reference, not a place's many.
+public final class OwnSite: Sendable, RankingCandidate {
     public let ownPlace: OwnPlace
     /// What a ranking lists.
     public let place: Place
@@ -47,47 +42,25 @@ public struct OwnSite: Sendable, RankingCandidate {
     }
 }
 
-/// The own places in memory with a grid over them: a query for the sites within a few hundred metres
-/// of a fix looks at the cells around it, not at every site. Cells are 0.01° (1.1 km of latitude); a
-/// site is listed in every cell its reach circle touches, and a site too wide for that (reach over
-/// about 20 cells) is checked on every query.
+/// The own places in memory, indexed by the circles that hold them (`ReachIndex`, as the places file's
+/// areas are): a query for the sites within a few hundred metres of a fix looks at the sites near it,
+/// not at every site, however large some of them are.
 public struct OwnPlaceIndex: Sendable {
-    public private(set) var sites: [OwnSite]
-    private var positions: [String: Int]
-    private var cells: [Int64: [Int32]] = [:]
-    private var wide: [Int32] = []
-    /// Per site, the number of the last query that listed it: no site is listed twice.
-    private var listedIn: [UInt32]
-    private var queryNumber: UInt32 = 0
-
-    static let cellDegrees = 0.01
-    static let columns = Int64(360 / cellDegrees)
-    static let maximumCellsPerSite = 400
+    public let sites: [OwnSite]
+    private let positions: [String: Int]
+    private let reach: ReachIndex
+    private var members: [Int32] = []
+    private var scratch: [PlaceIndex.Neighbor] = []
 
     /// `places` must be valid (`OwnPlace.validate`); ids are unique there, and here the last wins.
     public init(_ places: [OwnPlace] = []) {
-        var unique: [String: Int] = [:]
-        var sites: [OwnSite] = []
-        sites.reserveCapacity(places.count)
-        for place in places {
-            if let existing = unique[place.id] {
-                sites[existing] = OwnSite(place)
-            } else {
-                unique[place.id] = sites.count
-                sites.append(OwnSite(place))
-            }
-        }
-        sites.sort { $0.id < $1.id }
+        var unique: [String: OwnPlace] = [:]
+        for place in places { unique[place.id] = place }
+        let sites = unique.values.sorted { $0.id < $1.id }.map(OwnSite.init)
         self.sites = sites
         positions = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($1.id, $0) })
-        listedIn = [UInt32](repeating: 0, count: sites.count)
-        for (number, site) in sites.enumerated() {
-            guard let cover = Self.cells(around: site.reachCentre, within: site.reach) else {
-                wide.append(Int32(number))
-                continue
-            }
-            for key in cover { cells[key, default: []].append(Int32(number)) }
-        }
+        // The reach index measures in its own plane: a margin keeps every site it should find.
+        reach = ReachIndex(coordinates: sites.map(\.reachCentre), reaches: sites.map { $0.reach * 1.01 + 1 })
     }
 
     public var count: Int { sites.count }
@@ -108,53 +81,12 @@ public struct OwnPlaceIndex: Sendable {
         return OwnPlaceIndex(places.filter { !gone.contains($0.id) })
     }
 
-    /// Every site whose reach circle may come within `radius` metres of `position` (more is harmless:
-    /// the ranker measures each), into `found`.
+    /// Every site whose shape may come within `radius` metres of `position` (more is harmless: the
+    /// ranker measures each), into `found`.
     public mutating func candidates(within radius: Double, of position: Coordinate, into found: inout [OwnSite]) {
         found.removeAll(keepingCapacity: true)
         guard !sites.isEmpty else { return }
-        for number in wide { found.append(sites[Int(number)]) }
-        guard let cover = Self.cells(around: position, within: radius) else {
-            found = sites
-            return
-        }
-        queryNumber &+= 1
-        if queryNumber == 0 {
-            for index in listedIn.indices { listedIn[index] = 0 }
-            queryNumber = 1
-        }
-        for key in cover {
-            guard let members = cells[key] else { continue }
-            for number in members where listedIn[Int(number)] != queryNumber {
-                listedIn[Int(number)] = queryNumber
-                found.append(sites[Int(number)])
-            }
-        }
-    }
-
-    /// The cell keys a circle touches, or nil when they are too many (near a pole, or a wide circle).
-    static func cells(around centre: Coordinate, within radius: Double) -> [Int64]? {
-        let metresPerDegree = 111_000.0
-        let latitudeSpan = radius / metresPerDegree
-        let south = max(-90, centre.latitude - latitudeSpan), north = min(90, centre.latitude + latitudeSpan)
-        let cosine = cos(max(abs(south), abs(north)) * .pi / 180)
-        guard cosine > 1e-3 else { return nil }
-        let longitudeSpan = radius / (metresPerDegree * cosine)
-        guard longitudeSpan < 90 else { return nil }
-        let firstRow = Int64(floor((south + 90) / cellDegrees)), lastRow = Int64(floor((north + 90) / cellDegrees))
-        let firstColumn = Int64(floor((centre.longitude - longitudeSpan + 180) / cellDegrees))
-        let lastColumn = Int64(floor((centre.longitude + longitudeSpan + 180) / cellDegrees))
-        let count = (lastRow - firstRow + 1) * (lastColumn - firstColumn + 1)
-        guard count <= Int64(maximumCellsPerSite) else { return nil }
-        var keys: [Int64] = []
-        keys.reserveCapacity(Int(count))
-        for row in firstRow...lastRow {
-            for column in firstColumn...lastColumn {
-                // Columns wrap at the antimeridian.
-                let wrapped = ((column % columns) + columns) % columns
-                keys.append(row * columns + wrapped)
-            }
-        }
-        return keys
+        reach.members(within: radius, of: position, into: &members, scratch: &scratch)
+        for member in members { found.append(sites[Int(member)]) }
     }
 }

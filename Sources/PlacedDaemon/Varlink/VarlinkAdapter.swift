@@ -182,6 +182,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                 }
                 let count = try service.putPlaces(places, by: call.credentials)
                 try call.reply(["count": .number(Double(count))])
+                releaseHeapWhenIdle()  // a batch's parse is megabytes of short-lived values, as a Map reply
             case "DeletePlaces":
                 try call.rejectUnknownParameters(allowing: ["ids"])
                 var ids: [String] = []
@@ -198,6 +199,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try call.rejectUnknownParameters(allowing: [])
                 let places = try service.ownPlaces(by: call.credentials)
                 try call.reply(["places": .array(places.map(\.geoJSON))])
+                releaseHeapWhenIdle()
             default:
                 throw VarlinkError.methodNotFound(call.method)
             }
