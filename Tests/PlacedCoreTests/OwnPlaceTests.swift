@@ -71,6 +71,19 @@ private let squareWithHole = OwnGeometry.polygons([
         #expect(abs(square.distance(from: fix) - Geodesy.distance(fix, helsinki)) < 0.5)
     }
 
+    @Test func circleEdgeDistanceIsWithinAMetreOfTheGeodesic() {
+        // Near (the local plane) and far (Vincenty), at 60° and 75°: against the geodesic to the centre.
+        for latitude in [60.17, 75.0] {
+            let centre = Coordinate(latitude: latitude, longitude: 24.94)
+            let circle = OwnGeometry.circle(centre: centre, radius: 300)
+            for (east, north) in [(700.0, 700.0), (-900.0, 300.0), (5000.0, -3000.0), (0.0, 9000.0)] {
+                let fix = offset(centre, east: east, north: north)
+                let exact = Geodesy.distance(fix, centre) - 300
+                #expect(abs(circle.distance(from: fix) - exact) < 0.5, "\(latitude) \(east),\(north)")
+            }
+        }
+    }
+
     @Test func aPolygonAcrossTheAntimeridian() {
         let origin = Coordinate(latitude: -16.5, longitude: 180)
         let across = OwnGeometry.polygons([
