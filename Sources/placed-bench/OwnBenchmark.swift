@@ -45,18 +45,35 @@ func ownBenchmark(_ arguments: [String]) throws {
             + "store \(ms(put)) ms, index \(ms(build)) ms; total \(ms(parse + put + build)) ms (goal <= 1000)")
     print("start-up: read \(count) sites back \(ms(load)) ms")
 
-    // Ranking: the fixes at places of the extract, accuracy 15 m, without and with the own places.
+    // Two layouts: every site within 100 m of one of the extract's places (the 2 km² of central
+    // Helsinki holding all 10,000: about 200 sites near each fix), and the sites spread over 20 km by
+    // 20 km around it as a city's fleet sites are (the fixes still at the extract's places).
     let sampler = VisitSampler(places: places, mix: .byKind)
     let sigma = AccuracyReading.radius95.sigma(forAccuracy: 15)
     let fixes = (0..<fixCount).map { _ in sampler.next(&rng).fix(sigma: sigma, &rng) }
+    let centre = places[0].coordinate
+    let spread = ownSites(count: count, around: places, &rng, spreadOver: 20_000, centre: centre)
+    for (label, layout) in [("dense", read), ("city", spread)] {
+        var layoutIndex = OwnPlaceIndex(layout)
+        try timeOwnRanking(label: label, fixes: fixes, index: &layoutIndex, catalog: catalog.catalog, ranker: ranker)
+        try timeBoundaries(label: label, fixes: fixes, index: &layoutIndex)
+    }
+    precondition(index.count == count, "the index holds every site")
+}
+
+private func timeOwnRanking(
+    label: String, fixes: [Fix], index: inout OwnPlaceIndex, catalog: PlaceCatalog, ranker: Ranker
+) throws {
     var nearby: [OwnSite] = []
     var ownListed = 0
-    func timeRanking(withOwn: Bool) throws -> Percentiles {
+    var candidates = 0
+    func time(withOwn: Bool) throws -> Percentiles {
         var microseconds: [Double] = []
         microseconds.reserveCapacity(fixes.count)
         for _ in 0..<2 {  // the second round is the one kept: every page of the mapping touched once
             microseconds.removeAll(keepingCapacity: true)
             ownListed = 0
+            candidates = 0
             for fix in fixes {
                 let start = BenchClock.now()
                 if withOwn {
@@ -64,27 +81,31 @@ func ownBenchmark(_ arguments: [String]) throws {
                 } else {
                     nearby.removeAll(keepingCapacity: true)
                 }
-                let ranking = try catalog.catalog.rank(
+                let ranking = try catalog.rank(
                     fix, with: ranker, picks: PickMemory(), now: 0, limit: Ranker.defaultLimit, own: nearby)
                 microseconds.append(BenchClock.microseconds(since: start))
+                candidates += nearby.count
                 ownListed += ranking.places.count { $0.place.id.hasPrefix(OwnPlace.idPrefix) }
             }
         }
         return Percentiles(microseconds)
     }
-    let without = try timeRanking(withOwn: false)
-    let with = try timeRanking(withOwn: true)
+    let without = try time(withOwn: false)
+    let with = try time(withOwn: true)
+    let perFix = { (n: Int) in (Double(n) / Double(fixes.count)).formatted(decimals: 1) }
     print(
-        "ranking per fix (\(fixCount) fixes, 15 m, limit 5): without own places p50 \(us(without.p50)) us "
-            + "p99 \(us(without.p99)) us; with \(count) p50 \(us(with.p50)) us p99 \(us(with.p99)) us (goal p50 <= 50); "
-            + "own places listed per fix \((Double(ownListed) / Double(fixCount)).formatted(decimals: 2))")
+        "ranking per fix, \(label) (\(fixes.count) fixes, 15 m, limit 5): without own places p50 \(us(without.p50)) us "
+            + "p99 \(us(without.p99)) us; with \(index.count) p50 \(us(with.p50)) us p99 \(us(with.p99)) us "
+            + "(goal p50 <= 50); own candidates per fix \(perFix(candidates)), listed \(perFix(ownListed))")
+}
 
-    // The boundary check: a drive through the sites, one fix a second.
+/// A drive through the sites, one fix a second at 8 m/s, a new street every 5 minutes.
+private func timeBoundaries(label: String, fixes: [Fix], index: inout OwnPlaceIndex) throws {
     var tracker = try BoundaryTracker()
     var drive: [Fix] = []
     var position = fixes[0].coordinate
-    for second in 0..<fixCount {
-        if second % 300 == 0 { position = fixes[second].coordinate }  // a new street every 5 minutes
+    for second in 0..<fixes.count {
+        if second % 300 == 0 { position = fixes[second].coordinate }
         let heading = Double(second / 300) * 1.3
         position = LocalProjection(origin: position).coordinate(east: 8 * cos(heading), north: 8 * sin(heading))
         drive.append(
@@ -100,7 +121,7 @@ func ownBenchmark(_ arguments: [String]) throws {
     }
     let boundary = Percentiles(microseconds)
     print(
-        "boundary check per fix (\(drive.count) fixes, 8 m/s, ±5 m): p50 \(us(boundary.p50)) us "
+        "boundary check per fix, \(label) (\(drive.count) fixes, 8 m/s, ±5 m): p50 \(us(boundary.p50)) us "
             + "p99 \(us(boundary.p99)) us (goal p50 <= 5); \(crossings) enter/leave events")
 }
 
@@ -108,12 +129,22 @@ private func ms(_ seconds: Double) -> String { (seconds * 1000).formatted(decima
 private func us(_ microseconds: Double) -> String { microseconds.formatted(decimals: 1) }
 
 /// `count` own places near the extract's places: circles of 5 to 50 m, every tenth a 12-gon with a hole.
-private func ownSites(count: Int, around places: [Place], _ rng: inout SplitMix64) -> [OwnPlace] {
+/// With `spreadOver`, uniformly over a square of that many metres a side around `centre` instead.
+private func ownSites(
+    count: Int, around places: [Place], _ rng: inout SplitMix64, spreadOver side: Double? = nil,
+    centre middle: Coordinate? = nil
+) -> [OwnPlace] {
     (0..<count).map { number in
-        let anchor = places[Int(rng.next() % UInt64(places.count))].coordinate
-        let projection = LocalProjection(origin: anchor)
-        let centre = projection.coordinate(
-            east: Double(rng.next() % 200) - 100, north: Double(rng.next() % 200) - 100)
+        let centre: Coordinate
+        if let side, let middle {
+            let east = Double(rng.next() % 1_000_000) / 1_000_000 - 0.5
+            let north = Double(rng.next() % 1_000_000) / 1_000_000 - 0.5
+            centre = LocalProjection(origin: middle).coordinate(east: east * side, north: north * side)
+        } else {
+            let anchor = places[Int(rng.next() % UInt64(places.count))].coordinate
+            centre = LocalProjection(origin: anchor).coordinate(
+                east: Double(rng.next() % 200) - 100, north: Double(rng.next() % 200) - 100)
+        }
         let radius = 5 + Double(rng.next() % 46)
         let id = "own:bench-\(number)"
         guard number % 10 == 0 else {
