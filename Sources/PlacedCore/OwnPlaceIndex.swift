@@ -3,26 +3,37 @@
 /// candidates, and a site is one reference, not a place's many.
 public final class OwnSite: Sendable, RankingCandidate {
     public let ownPlace: OwnPlace
-    /// What a ranking lists.
-    public let place: Place
+    /// Square metres: π r² for a circle, so its extent in the model is its radius; a polygon's area
+    /// less its holes.
+    public let area: Double
     /// The circle holding the whole shape: the spatial index's and the cheap bound's.
     public let reachCentre: Coordinate
     public let reach: Double
 
     public init(_ ownPlace: OwnPlace) {
         self.ownPlace = ownPlace
-        place = ownPlace.place()
+        area = ownPlace.geometry.area
+        standardPrior = Self.prior(of: ownPlace, in: .standard)
         (reachCentre, reach) = ownPlace.geometry.boundingCircle
     }
 
     public var id: String { ownPlace.id }
     public var kind: String { ownPlace.kind }
-    /// π r² for a circle, so its extent in the model is its radius; a polygon's area less its holes.
-    public var area: Double { place.area }
+    /// What a ranking lists: made only for the few places listed, so 10,000 sites keep no second copy.
+    public var place: Place { ownPlace.place() }
     public func hasID(_ other: String) -> Bool { ownPlace.id == other }
 
     public func prior(in model: RankingModel) -> RankingModel.KindPrior {
-        .init(weight: ownPlace.effectiveWeight(in: model), pointExtent: model.prior(ofKind: kind).pointExtent)
+        // The daemon ranks with the standard model: its prior looked up once, not for every ranking (a
+        // copy of the model shares its kinds' storage, so the comparison is quick).
+        if model == .standard { return standardPrior }
+        return Self.prior(of: ownPlace, in: model)
+    }
+
+    private let standardPrior: RankingModel.KindPrior
+
+    private static func prior(of place: OwnPlace, in model: RankingModel) -> RankingModel.KindPrior {
+        .init(weight: place.effectiveWeight(in: model), pointExtent: model.prior(ofKind: place.kind).pointExtent)
     }
 
     /// Great-circle distance to the reach circle, less a margin for the sphere against the ellipsoid
