@@ -251,7 +251,9 @@ public enum ArgumentParser {
             let missing = required[parsed.positionals.count...].map(\.name).joined(separator: " ")
             throw UsageError("missing \(missing)", command: spec.qualifiedName)
         }
-        if parsed.positionals.count > spec.positionals.count {
+        // A last positional named `NAME...` takes any number.
+        let variadic = spec.positionals.last?.name.hasSuffix("...") ?? false
+        if !variadic, parsed.positionals.count > spec.positionals.count {
             throw UsageError(
                 "unexpected argument '\(parsed.positionals[spec.positionals.count])'", command: spec.qualifiedName)
         }

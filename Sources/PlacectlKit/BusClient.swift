@@ -109,6 +109,19 @@ public final class BusClient: PlacesClient {
 
     public func refresh() throws(ClientError) { _ = try call("Refresh", returns: 0) }
 
+    // Own places have no D-Bus methods yet.
+    public func putPlaces(_ features: [JSON]) throws(ClientError) -> [String: JSON] {
+        throw .unsupported("own places need the varlink socket")
+    }
+
+    public func deletePlaces(_ ids: [String]) throws(ClientError) -> [String: JSON] {
+        throw .unsupported("own places need the varlink socket")
+    }
+
+    public func ownPlaces() throws(ClientError) -> [String: JSON] {
+        throw .unsupported("own places need the varlink socket")
+    }
+
     public func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON] {
         if before != nil { throw .unsupported("--before needs the varlink socket (GetHistory has no such argument)") }
         return ["markers": JSON(try call("GetHistory", [.uint32(UInt32(limit ?? 0))], returns: 1)[0])]

@@ -34,6 +34,12 @@ public protocol PlacesClient: AnyObject {
     /// `Watch`: calls `onUpdate` with the current state, then with each ranking and marker, until
     /// SIGINT or SIGTERM (then it returns) or the daemon ends the stream (then it throws).
     func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError)
+    /// `PutPlaces`: `count`. `features`: GeoJSON Features, one batch; needs group placed.
+    func putPlaces(_ features: [JSON]) throws(ClientError) -> [String: JSON]
+    /// `DeletePlaces`: `count`; needs group placed.
+    func deletePlaces(_ ids: [String]) throws(ClientError) -> [String: JSON]
+    /// `OwnPlaces`: `places`, GeoJSON Features.
+    func ownPlaces() throws(ClientError) -> [String: JSON]
 }
 
 /// Where placed is reached.

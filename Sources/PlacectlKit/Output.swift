@@ -254,6 +254,9 @@ public enum Format {
         if let visit = update["visit"] {
             lines.append("\(clock)  visit \(describeVisit(visit))")
         }
+        if let transition = update["transition"] {
+            lines.append("\(clock)  \(describeTransition(transition))")
+        }
         if lines.isEmpty {
             // Neither a ranking nor a marker: the source was lost or is back.
             let state = update["stale"]?.bool == true ? "is stale: the position source is lost" : "is current"
@@ -263,6 +266,14 @@ public enum Format {
     }
 
     // MARK: Pieces
+
+    /// `entered North depot (own:depot) at 60.1699000,24.9384000 ±5 m (3d)`, or `left ...`.
+    public static func describeTransition(_ transition: JSON) -> String {
+        let verb = transition["event"]?.string == "enter" ? "entered" : "left"
+        var text = "\(verb) \(transition["name"]?.string ?? "?") (\(transition["id"]?.string ?? "?"))"
+        if let location = LocationRecord(transition["location"]) { text += " at " + describe(location, withAge: false) }
+        return text
+    }
 
     /// `60.1699000,24.9384000 ±10 m (2d), 3.2 s old`.
     public static func describe(_ location: LocationRecord, withAge: Bool = true) -> String {

@@ -100,6 +100,16 @@ public final class VarlinkClient: PlacesClient {
 
     public func status() throws(ClientError) -> [String: JSON] { try call("Status") }
 
+    public func putPlaces(_ features: [JSON]) throws(ClientError) -> [String: JSON] {
+        try call("PutPlaces", ["places": .array(features)])
+    }
+
+    public func deletePlaces(_ ids: [String]) throws(ClientError) -> [String: JSON] {
+        try call("DeletePlaces", ["ids": .array(ids.map(JSON.string))])
+    }
+
+    public func ownPlaces() throws(ClientError) -> [String: JSON] { try call("OwnPlaces") }
+
     public func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError) {
         let loop = try WatchLoop()
         try send("Watch", Self.present(["language": language.map(JSON.string), "fields": fieldsJSON]), more: true)

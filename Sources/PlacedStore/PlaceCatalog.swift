@@ -98,12 +98,16 @@ public final class PlaceCatalog {
     /// fix (`now`: wall-clock seconds, for the picks' age).
     ///
     /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
-    public func rank(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws -> Ranking {
+    /// `own`: the own places near the fix (`OwnPlaceIndex.candidates`), ranked with the file's.
+    public func rank(
+        _ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int, own: [OwnSite] = []
+    ) throws -> Ranking {
         let radius = ranker.searchRadius(for: fix)
         let database = placeSet.database
         placeSet.index.within(radius, of: fix.coordinate, into: &neighbours)
-        var found: [MappedCandidate] = []
-        found.reserveCapacity(neighbours.count)
+        var found: [CatalogCandidate] = []
+        found.reserveCapacity(neighbours.count + own.count)
+        for site in own { found.append(.own(site)) }
         let areas = placeSet.areas
         let priors = priors(in: ranker.model)
         func add(_ number: Int) throws(PlaceDatabaseError) {
@@ -111,7 +115,7 @@ public final class PlaceCatalog {
             else {
                 throw .corrupt(path: path, detail: "place \(number) does not decode")
             }
-            found.append(candidate)
+            found.append(.mapped(candidate))
         }
         for neighbour in neighbours where areas[neighbour.index] == 0 { try add(neighbour.index) }
         placeSet.areaIndex.members(within: radius, of: fix.coordinate, into: &areaMembers, scratch: &neighbours)
@@ -280,5 +284,67 @@ struct MappedCandidate: RankingCandidate {
 
     var place: Place {
         (try? database.place(at: number)) ?? Place(id: id, name: "", kind: kind, coordinate: coordinate, area: area)
+    }
+}
+
+/// A candidate of the places file or an own place: the ranker is generic over one candidate type.
+enum CatalogCandidate: RankingCandidate {
+    case mapped(MappedCandidate)
+    case own(OwnSite)
+
+    var kind: String {
+        switch self {
+        case .mapped(let c): c.kind
+        case .own(let c): c.kind
+        }
+    }
+
+    func prior(in model: RankingModel) -> RankingModel.KindPrior {
+        switch self {
+        case .mapped(let c): c.prior(in: model)
+        case .own(let c): c.prior(in: model)
+        }
+    }
+
+    var area: Double {
+        switch self {
+        case .mapped(let c): c.area
+        case .own(let c): c.area
+        }
+    }
+
+    func lowerBoundDistance(from projection: LocalProjection) -> Double {
+        switch self {
+        case .mapped(let c): c.lowerBoundDistance(from: projection)
+        case .own(let c): c.lowerBoundDistance(from: projection)
+        }
+    }
+
+    func footprintDistance(from projection: LocalProjection) -> Double {
+        switch self {
+        case .mapped(let c): c.footprintDistance(from: projection)
+        case .own(let c): c.footprintDistance(from: projection)
+        }
+    }
+
+    var id: String {
+        switch self {
+        case .mapped(let c): c.id
+        case .own(let c): c.id
+        }
+    }
+
+    func hasID(_ other: String) -> Bool {
+        switch self {
+        case .mapped(let c): c.hasID(other)
+        case .own(let c): c.hasID(other)
+        }
+    }
+
+    var place: Place {
+        switch self {
+        case .mapped(let c): c.place
+        case .own(let c): c.place
+        }
     }
 }

@@ -286,6 +286,13 @@ public final class SelectionLog {
         return (connection.database, connection.statements)
     }
 
+    /// The connection's database, read-only or not, and its statement cache: for the own places, which
+    /// are read at start from a log that may only be readable.
+    func currentConnection() throws(SelectionLogError) -> (database: Database, statements: StatementCache) {
+        let connection = try open()
+        return (connection.database, connection.statements)
+    }
+
     /// Selections newest first; `before` (a selection id) pages back through older ones.
     public func history(limit: Int, before: Int64? = nil) throws(SelectionLogError) -> [Marker] {
         let query = try open().history

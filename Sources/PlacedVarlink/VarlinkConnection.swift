@@ -49,6 +49,7 @@ final class VarlinkConnection {
     private var outputHead = 0
     private var headOffset = 0
     private(set) var queuedBytes = 0
+    private let maxQueuedBytes: Int
     /// The epoll events asked for now, so they are changed only when they must be.
     private var ioEvents: IOEvents
 
@@ -59,7 +60,10 @@ final class VarlinkConnection {
         self.credentials = credentials
         self.server = server
         self.loop = loop
-        framer = VarlinkWire.Framer(maximumMessageSize: server.configuration.maxMessageSize)
+        let limits = server.limits?(credentials)
+        framer = VarlinkWire.Framer(
+            maximumMessageSize: limits?.maxMessageSize ?? server.configuration.maxMessageSize)
+        maxQueuedBytes = limits?.maxQueuedBytes ?? server.configuration.maxQueuedBytes
         ioEvents = .readable
         source = try loop.onIO(fd: fd, events: ioEvents) { [weak self] events in
             self?.handle(events: events)
@@ -159,7 +163,7 @@ final class VarlinkConnection {
                 guard let next = try framer.nextMessage() else { break }
                 message = next
             } catch {
-                let limit = server.configuration.maxMessageSize
+                let limit = framer.maximumMessageSize
                 return terminate(
                     VarlinkError(server.configuration.messageTooLargeError, ["limit": .number(Double(limit))]))
             }
@@ -282,7 +286,7 @@ final class VarlinkConnection {
 
     private func enqueue(_ bytes: [UInt8], offset: Int) {
         let remaining = bytes.count - offset
-        guard queuedBytes + remaining <= server.configuration.maxQueuedBytes else {
+        guard queuedBytes + remaining <= maxQueuedBytes else {
             return close(reason: .queueFull)
         }
         if output.count == outputHead {

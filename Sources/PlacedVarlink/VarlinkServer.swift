@@ -58,6 +58,9 @@ public final class VarlinkServer {
     public typealias Handler = (VarlinkCall) throws -> Void
 
     public let configuration: Configuration
+    /// Larger limits for some peers, by their credentials, set when they connect: a writer's batch of
+    /// own places is megabytes. nil, or nil for a peer: the configuration's.
+    public var limits: ((Credentials) -> Limits?)?
     private let loop: EventLoop
     private let listener: Int32
     /// The socket file this server created and removes on `close()`; nil for an inherited socket.
@@ -304,6 +307,19 @@ public final class VarlinkServer {
             call.fail(error)
         } catch {
             call.fail(VarlinkError(configuration.internalError))
+        }
+    }
+}
+
+extension VarlinkServer {
+    /// One connection's bounds: its largest message (without the NUL) and its backlog of unsent output.
+    public struct Limits: Sendable, Equatable {
+        public var maxMessageSize: Int
+        public var maxQueuedBytes: Int
+
+        public init(maxMessageSize: Int, maxQueuedBytes: Int) {
+            self.maxMessageSize = maxMessageSize
+            self.maxQueuedBytes = maxQueuedBytes
         }
     }
 }

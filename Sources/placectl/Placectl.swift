@@ -60,8 +60,7 @@ enum Placectl {
         [
             StatusCommand.self, PlacesCommand.self, SelectCommand.self, WatchCommand.self, HistoryCommand.self,
             RankCommand.self, DetailsCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self,
-            UpgradeCommand.self,
-            FleetDropInCommand.self,
+            UpgradeCommand.self, FleetDropInCommand.self, OwnCommand.self,
         ]
     }
 

@@ -71,7 +71,8 @@ def test_introspection_returns_the_shipped_interface(start_placed):
         with pytest.raises(varlink.InterfaceNotFound):
             service.GetInterfaceDescription("io.placed.Nothing")
     methods = {name for name, member in INTERFACE.members.items() if isinstance(member, varlink.scanner._Method)}
-    assert methods == {"Current", "Rank", "Details", "Select", "Refresh", "History", "Status", "Watch", "Map"}
+    assert methods == {"Current", "Rank", "Details", "Select", "Refresh", "History", "Status", "Watch", "Map",
+                       "PutPlaces", "DeletePlaces", "OwnPlaces"}
 
 
 def test_methods_answer_the_pypi_client_as_the_interface_declares(start_placed):

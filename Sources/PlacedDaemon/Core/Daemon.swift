@@ -34,6 +34,13 @@ public final class Daemon: PlacesService, LocationSink {
     /// The zone and holidays opening hours are evaluated with, and the values parsed so far.
     public private(set) var hoursSettings: HoursSettings
     private let openingHours = OpeningHoursCache()
+    /// The own places, in the selection log's file, and in memory with their grid.
+    let ownPlaceStore: OwnPlaceStore
+    var ownPlaces: OwnPlaceIndex
+    /// Which own places the device is inside, and the crossings it confirms.
+    var boundaries: BoundaryTracker
+    /// The own places near the fix being ranked: kept to reuse its storage.
+    private var ownNearby: [OwnSite] = []
 
     public private(set) var location: Fix?
     public private(set) var sourceState: SourceState = .connecting
@@ -58,6 +65,14 @@ public final class Daemon: PlacesService, LocationSink {
         }
         selections = try SelectionLog(path: configuration.resolvedSelectionsPath)
         marker = try selections.last()
+        ownPlaceStore = OwnPlaceStore(log: selections)
+        do {
+            ownPlaces = OwnPlaceIndex(try ownPlaceStore.all())
+        } catch {
+            // Serving OSM places beats a restart loop; PutPlaces reports the store's failure.
+            Log.error("cannot read the own places: \(error); ranking without them")
+            ownPlaces = OwnPlaceIndex()
+        }
         picks = try PickMemory(settings: configuration.learningSettings, picks: selections.picks())
         // Visit ids count on from the start's wall-clock milliseconds: unique across restarts while
         // the clock goes forward.
@@ -65,6 +80,7 @@ public final class Daemon: PlacesService, LocationSink {
         visitPlace = try VisitPlaceTracker(autoSelectThreshold: configuration.autoSelect)
         hoursSettings = HoursSettings.load(configuration)
         Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
+        boundaries = try BoundaryTracker(settings: configuration.boundarySettings)
         if selections.isReadOnly {
             Log.warning(
                 "selection log \(selections.path) is read-only: selections are refused until it is writable")
@@ -85,7 +101,7 @@ public final class Daemon: PlacesService, LocationSink {
     public func close() { selections.checkpoint() }
 
     /// Every change is announced here: on the loop's thread, the only one that may make it.
-    private func emit(_ event: DaemonEvent) {
+    func emit(_ event: DaemonEvent) {
         loop.preconditionInLoop()
         for subscriber in subscribers { subscriber.handle(event, from: self) }
     }
@@ -102,6 +118,8 @@ public final class Daemon: PlacesService, LocationSink {
             case .ended(let visit): visitEnded(visit)
             }
         }
+        // Every gated fix counts for the own places' boundaries too: the dwell is a time, not a distance.
+        for crossing in boundaries.consider(fix, places: &ownPlaces) { emit(.boundaryCrossed(crossing)) }
         guard case let .move(distance) = try? filter.consider(fix) else {
             emit(.located(fix))
             return
@@ -163,12 +181,11 @@ public final class Daemon: PlacesService, LocationSink {
 
     /// Ranks the places around `fix` and publishes the result as the next generation.
     @discardableResult
-    private func rerank(at fix: Fix) -> Ranking? {
-        guard let catalog else { return nil }
+    func rerank(at fix: Fix) -> Ranking? {
+        guard catalog != nil || !ownPlaces.isEmpty else { return nil }
         let ranking: Ranking
         do {
-            ranking = try catalog.rank(
-                fix, with: ranker, picks: picks, now: Self.wallClock(), limit: Ranker.maximumLimit)
+            ranking = try rankEverything(at: fix, limit: Ranker.maximumLimit)
         } catch {
             Log.warning("ranking failed at \(fix.coordinate): \(error)")
             return nil
@@ -178,6 +195,16 @@ public final class Daemon: PlacesService, LocationSink {
         // Broadcasts carry the default list; a client wanting more asks for it.
         emit(.ranked(published.limited(to: Ranker.defaultLimit)))
         return published
+    }
+
+    /// The one way a fix is ranked: the places file's places and the own places near it together.
+    private func rankEverything(at fix: Fix, limit: Int) throws -> Ranking {
+        ownPlaces.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate, into: &ownNearby)
+        if let catalog {
+            return try catalog.rank(
+                fix, with: ranker, picks: picks, now: Self.wallClock(), limit: limit, own: ownNearby)
+        }
+        return try ranker.rank(fix: fix, candidates: ownNearby, picks: picks, now: Self.wallClock(), limit: limit)
     }
 
     // MARK: Operations (PlacesService)
@@ -231,9 +258,9 @@ public final class Daemon: PlacesService, LocationSink {
         } catch {
             throw ServiceError(error, at: coordinate)
         }
-        guard let catalog else { throw .noPlaces }
+        guard catalog != nil || !ownPlaces.isEmpty else { throw .noPlaces }
         do {
-            return try catalog.rank(fix, with: ranker, picks: picks, now: Self.wallClock(), limit: limit).places
+            return try rankEverything(at: fix, limit: limit).places
         } catch let error as RankingError {
             throw ServiceError(error, at: coordinate)
         } catch {
@@ -245,7 +272,9 @@ public final class Daemon: PlacesService, LocationSink {
         try authorize(caller, to: .write, "Select")
         let found: (place: RankedPlace, generation: UInt64)
         do {
-            found = try history.resolveSelection(of: id) { catalog?.contains(id: $0) ?? false }
+            found = try history.resolveSelection(of: id) {
+                (catalog?.contains(id: $0) ?? false) || ownPlaces.contains(id: $0)
+            }
         } catch {
             throw ServiceError(error)
         }
@@ -419,6 +448,13 @@ public final class Daemon: PlacesService, LocationSink {
         {
             hoursSettings = HoursSettings.load(new)
             Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
+        }
+        if new.boundarySettings != old.boundarySettings {
+            do {
+                try boundaries.change(to: new.boundarySettings)
+            } catch {
+                Log.error("cannot apply the new boundary settings: \(error)")
+            }
         }
         if new.writerGroup != old.writerGroup || new.readerGroup != old.readerGroup {
             writerGroup = UserDatabase.groupID(named: new.writerGroup)

@@ -57,6 +57,14 @@ public protocol PlacesService: AnyObject {
     func hours(of place: Place, at unixSeconds: Int) -> PlaceHours?
     /// The zone opening hours are evaluated in: `TimeZone=`, else `TZ`, else /etc/localtime.
     var timeZone: TimeZoneRules { get }
+    /// Inserts `places` or replaces those of their ids, as one durable batch (`InvalidOwnPlace` names
+    /// the first feature at fault, and nothing is applied); returns how many were put.
+    func putPlaces(_ places: [OwnPlace], by caller: Credentials) throws(ServiceError) -> Int
+    /// Deletes the own places of `ids` as one durable batch; returns how many there were.
+    func deletePlaces(_ ids: [String], by caller: Credentials) throws(ServiceError) -> Int
+    /// Every own place, in id order.
+    func ownPlaces(by caller: Credentials) throws(ServiceError) -> [OwnPlace]
+    var ownPlaceCount: Int { get }
 }
 
 extension PlacesService {
@@ -72,7 +80,7 @@ extension PlacesService {
 public enum Access: Sendable {
     /// The location, the rankings, the history, the markers.
     case read
-    /// Select and Refresh.
+    /// Select, Refresh, and changing the own places.
     case write
 }
 
@@ -96,6 +104,8 @@ public enum DaemonEvent {
     case visitEnded(Visit, place: RankedPlace?, selection: Marker?)
     /// The location source's state changed; without fixes the last ranking turns stale.
     case sourceChanged(SourceState)
+    /// The device entered or left an own place (with hysteresis: `BoundaryTracker`).
+    case boundaryCrossed(BoundaryEvent)
     case distanceFilterChanged(Double)
 }
 

@@ -23,6 +23,8 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
     case invalidField(String)
     /// A time that is not an RFC 3339 instant with a zone, within `RFC3339.years`.
     case invalidTime(String)
+    /// An own place, or a batch of them, refused: the feature at fault and why; nothing was applied.
+    case invalidOwnPlace(OwnPlaceError)
 
     public var name: String {
         switch self {
@@ -38,6 +40,7 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case .noMapLayer: "NoMapLayer"
         case .invalidField: "InvalidField"
         case .invalidTime: "InvalidTime"
+        case .invalidOwnPlace: "InvalidOwnPlace"
         }
     }
 
@@ -62,6 +65,7 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case let .invalidTime(time):
             "invalid time '\(time)': an RFC 3339 instant with a zone, such as 2026-12-06T18:30:00+02:00, "
                 + "in the years \(RFC3339.years.lowerBound) to \(RFC3339.years.upperBound)"
+        case let .invalidOwnPlace(error): error.description
         }
     }
 

@@ -106,6 +106,8 @@ final class BusAdapter: DaemonSubscriber {
         object.addSignal("MarkerPlaced", arguments: [BusArgument("marker", "a{sv}")])
         object.addSignal("VisitStarted", arguments: [BusArgument("visit", "a{sv}")])
         object.addSignal("VisitEnded", arguments: [BusArgument("visit", "a{sv}")])
+        object.addSignal("Entered", arguments: [BusArgument("transition", "a{sv}")])
+        object.addSignal("Left", arguments: [BusArgument("transition", "a{sv}")])
         object.addProperty(Property.location, signature: "a{sv}") { [unowned self] call throws(BusError) in
             try authorizeReading(call)
             return service.location.map { Record.location($0, now: service.now).bus } ?? .dictionary([:])
@@ -307,6 +309,9 @@ final class BusAdapter: DaemonSubscriber {
                 visit, clock: service.clock, place: place, selection: selection, language: service.language)
             send { try object.emitSignal("VisitEnded", [record.bus]) }
             send { try object.emitPropertiesChanged([Property.visit]) }
+        case let .boundaryCrossed(crossing):
+            let record = Record.transition(crossing, clock: service.clock, language: service.language)
+            send { try object.emitSignal(crossing.transition == .entered ? "Entered" : "Left", [record.bus]) }
         case .moved:
             break
         }

@@ -9,6 +9,8 @@ final class JournalAdapter: DaemonSubscriber {
     static let selectionMessageID = "5d1b7e4c2a9f4b8e8c3f6a0d9e2b7c41"
     static let visitStartedMessageID = "1df280d41ef540f39abe08ce69b2576a"
     static let visitEndedMessageID = "2750cf6609404de3895803abac304e54"
+    static let enteredMessageID = "c5b78abef54147e38657f701bf308b8a"
+    static let leftMessageID = "c9fa93b161804429a62144b0e14ef73f"
 
     func handle(_ event: DaemonEvent, from service: PlacesService) {
         switch event {
@@ -52,6 +54,19 @@ final class JournalAdapter: DaemonSubscriber {
             }
             Log.log(
                 .info, "visit \(visit.id) ended\(at) after \(visit.duration.formatted(decimals: 0)) s", fields: fields)
+        case let .boundaryCrossed(crossing):
+            let place = crossing.place
+            let at = crossing.fix.coordinate
+            let entered = crossing.transition == .entered
+            Log.log(
+                .info, "\(entered ? "entered" : "left") \(place.name) (\(place.id)) at \(at)",
+                fields: [
+                    ("MESSAGE_ID", entered ? Self.enteredMessageID : Self.leftMessageID),
+                    ("TRANSITION", crossing.transition.rawValue), ("PLACE_ID", place.id), ("PLACE_NAME", place.name),
+                    ("LATITUDE", at.latitude.formatted(decimals: 7)),
+                    ("LONGITUDE", at.longitude.formatted(decimals: 7)),
+                    ("ACCURACY", crossing.fix.radius95.map { $0.formatted(decimals: 1) } ?? ""),
+                ])
         case .located, .sourceChanged, .distanceFilterChanged:
             break
         }

@@ -72,6 +72,10 @@ public struct Configuration: Sendable, Equatable {
     public var dwellTime: Double = VisitSettings.standard.dwellTime
     /// Select a visit's top place once its likelihood reaches this; nil: never.
     public var autoSelect: Double?
+    /// `[OwnPlaces]`: metres a fix must be beyond an own place's boundary, besides its 95 % radius,
+    /// and seconds it must stay so, before the device enters or leaves the place.
+    public var boundaryMargin: Double = BoundarySettings().margin
+    public var boundaryDwell: Double = BoundarySettings().dwell
     /// The least important messages logged: moves and rankings are `debug`.
     public var logLevel: LogPriority = .info
     /// `[Fleet]`: the MQTT fleet export; off without a broker.
@@ -82,6 +86,10 @@ public struct Configuration: Sendable, Equatable {
 
     public var learningSettings: LearningSettings {
         LearningSettings(halfLife: learningHalfLife * 86_400, strength: learningStrength)
+    }
+
+    public var boundarySettings: BoundarySettings {
+        BoundarySettings(margin: boundaryMargin, dwell: boundaryDwell)
     }
 
     /// Visits end a forming stay after a silence as long as the one that makes gpsd count as gone.

@@ -217,6 +217,20 @@ public enum Settings {
             c.autoSelect = threshold
         },
         Setting(
+            section: "OwnPlaces", key: "BoundaryMargin", flag: nil, placeholder: "",
+            help: "metres beyond an own place's boundary, besides a fix's 95 % radius, to enter or leave it",
+            reload: .applied, value: { Configuration.text(of: $0.boundaryMargin) }
+        ) { text, _, c throws(SettingError) in
+            c.boundaryMargin = try number(text, in: 0...1000)
+        },
+        Setting(
+            section: "OwnPlaces", key: "BoundaryDwell", flag: nil, placeholder: "",
+            help: "seconds fixes must stay beyond the boundary before the device enters or leaves",
+            reload: .applied, value: { Configuration.text(of: $0.boundaryDwell) }
+        ) { text, _, c throws(SettingError) in
+            c.boundaryDwell = try number(text, in: 0...3600)
+        },
+        Setting(
             section: "Interfaces", key: "WriterGroup", flag: nil, placeholder: "",
             help: "members of this group (and root) may Select and Refresh", reload: .applied,
             value: { $0.writerGroup }

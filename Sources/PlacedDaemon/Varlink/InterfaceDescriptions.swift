@@ -217,18 +217,51 @@ enum InterfaceDescriptions {
         # file was imported with --no-map.
         method Map(latitude: float, longitude: float, radius: float, language: ?string) -> (features: []MapFeature)
 
-        # With `more`: the current state first, then each ranking, marker and visit (its start and its end)
-        # as it happens. language: the names of every ranking and visit on this stream, as for Current
-        # (absent: Language=, as it is set when each is sent); fields: the keys of every ranking's places on
-        # this stream, as for Current (a visit's and a marker's places keep the standard keys).
+        # The device entered (event "enter") or left ("leave") an own place: its id, name and kind, the
+        # fix that confirmed it (see OWN PLACES in placed(8): a margin and a dwell against GPS jitter) and
+        # when.
+        type Transition (
+          event: string,
+          id: string,
+          name: string,
+          kind: string,
+          location: Location,
+          time: string
+        )
+
+        # With `more`: the current state first, then each ranking, marker, visit (its start and its end)
+        # and own place entered or left (transition) as it happens. language: the names of every ranking
+        # and visit on this stream, as for Current (absent: Language=, as it is set when each is sent);
+        # fields: the keys of every ranking's places on this stream, as for Current (a visit's and a
+        # marker's places keep the standard keys).
         method Watch(language: ?string, fields: ?[]string) -> (
           generation: int,
           stale: bool,
           location: ?Location,
           places: ?[]Place,
           marker: ?Marker,
-          visit: ?Visit
+          visit: ?Visit,
+          transition: ?Transition
         )
+
+        # A place the operator or user defines, as a GeoJSON Feature (RFC 7946), the form of placectl own
+        # import and export. properties: id ("own:<key>", the key 1 to 64 of A-Z a-z 0-9 . _ -), name,
+        # name:<language> variants, kind (absent: "own"), address, weight (the ranker's prior; absent: 1.25
+        # times that of an OSM place of the kind, 1.25 for a kind OSM has not), radius (metres, 1 to 10000,
+        # for a Point only). geometry: a Point with its radius, or a Polygon or MultiPolygon, [longitude,
+        # latitude] positions, rings closed, each polygon's outer ring first, at most 10000 positions.
+        type OwnPlace (type: string, properties: object, geometry: object)
+
+        # Inserts the places, or replaces those of the same ids, as one batch: all of it is on disk before
+        # the reply, or none of it (InvalidOwnPlace names the first feature at fault). The current location
+        # is ranked again at once. Root or group placed.
+        method PutPlaces(places: []OwnPlace) -> (count: int)
+
+        # Deletes the own places of these ids as one batch; count: how many there were.
+        method DeletePlaces(ids: []string) -> (count: int)
+
+        # Every own place, in id order.
+        method OwnPlaces() -> (places: []OwnPlace)
 
         error UnknownPlace (id: string)
         error NotInRanking (id: string)
@@ -237,13 +270,16 @@ enum InterfaceDescriptions {
         error InvalidRadius (radius: float, maximum: float)
         error TooManyFeatures (maximum: int)
         error NoMapLayer ()
-        # Reading needs root or the groups placed or placed-read; Select and Refresh root or group placed.
+        # Reading needs root or the groups placed or placed-read; Select, Refresh, PutPlaces and
+        # DeletePlaces root or group placed.
         error PermissionDenied (operation: string, requirement: string)
         error StoreFailed (reason: string)
         error NoPlaces ()
         # A fields entry that names no key of Place; "" for an empty fields list.
         error InvalidField (field: string)
         error InvalidTime (time: string)
+        # feature: the number of the feature at fault in the batch, from 0; id: its id when it has one.
+        error InvalidOwnPlace (reason: string, feature: ?int, id: ?string)
         error MessageTooLarge (limit: int)
         error InvalidMessage (reason: string)
         error InternalError ()

@@ -43,7 +43,18 @@ final class VarlinkAdapter: DaemonSubscriber {
         server.register(VarlinkInterface(description: InterfaceDescriptions.varlink)!) { [unowned self] call in
             try handle(call)
         }
+        server.limits = { [unowned service] credentials in
+            if (try? service.authorize(credentials, to: .write, "")) != nil { return Self.writerLimits }
+            if (try? service.authorize(credentials, to: .read, "")) != nil { return Self.readerLimits }
+            return nil
+        }
     }
+
+    /// A writer's PutPlaces of 10,000 own places is about 2.5 MB, and its OwnPlaces reply the same:
+    /// writers may send 16 MiB and queue 32 MiB; readers queue 32 MiB (OwnPlaces); everyone else keeps
+    /// the server's 64 KiB and `maxQueuedBytes`.
+    static let writerLimits = VarlinkServer.Limits(maxMessageSize: 16 << 20, maxQueuedBytes: 32 << 20)
+    static let readerLimits = VarlinkServer.Limits(maxMessageSize: 64 << 10, maxQueuedBytes: 32 << 20)
 
     /// Serves on the socket systemd passed (placed.socket), else on a socket of its own at `socketPath`.
     static func start(service: PlacesService, loop: EventLoop, socketPath: String) throws -> VarlinkAdapter {
@@ -171,6 +182,35 @@ final class VarlinkAdapter: DaemonSubscriber {
                 first.set("marker", service.marker.map { .record(.marker($0)) })
                 first.set("visit", openVisit(language: language))
                 call.reply(first, continues: true)
+            case "PutPlaces":
+                try call.rejectUnknownParameters(allowing: ["places"])
+                let features = try call.required("places", \.array)
+                let places: [OwnPlace]
+                do {
+                    places = try OwnPlace.readFeatures(features)
+                } catch {
+                    throw ServiceError.invalidOwnPlace(error)
+                }
+                let count = try service.putPlaces(places, by: call.credentials)
+                try call.reply(["count": .number(Double(count))])
+                releaseHeapWhenIdle()  // a batch's parse is megabytes of short-lived values, as a Map reply
+            case "DeletePlaces":
+                try call.rejectUnknownParameters(allowing: ["ids"])
+                var ids: [String] = []
+                for value in try call.required("ids", \.array) {
+                    guard let id = value.string else {
+                        throw ServiceError.invalidOwnPlace(
+                            OwnPlaceError(feature: ids.count, id: nil, .badID("\(value)")))
+                    }
+                    ids.append(id)
+                }
+                let count = try service.deletePlaces(ids, by: call.credentials)
+                try call.reply(["count": .number(Double(count))])
+            case "OwnPlaces":
+                try call.rejectUnknownParameters(allowing: [])
+                let places = try service.ownPlaces(by: call.credentials)
+                try call.reply(["places": .array(places.map(\.geoJSON))])
+                releaseHeapWhenIdle()
             default:
                 throw VarlinkError.methodNotFound(call.method)
             }
@@ -248,7 +288,16 @@ final class VarlinkAdapter: DaemonSubscriber {
         case let .invalidField(field): ["field": .string(field)]
         case let .invalidTime(time): ["time": .string(time)]
         case .noPlaces, .noMapLayer: [:]
+        case let .invalidOwnPlace(error): Self.parameters(of: error)
         }
+    }
+
+    /// InvalidOwnPlace's: the whole message, and the feature's number and id when known.
+    private static func parameters(of error: OwnPlaceError) -> [String: JSON] {
+        var fields: [String: JSON] = ["reason": .string(error.description)]
+        if let feature = error.feature { fields["feature"] = .number(Double(feature)) }
+        if let id = error.id { fields["id"] = .string(id) }
+        return fields
     }
 
     // MARK: Broadcasts
@@ -278,6 +327,13 @@ final class VarlinkAdapter: DaemonSubscriber {
                     "visit",
                     .record(
                         .visit(visit, clock: service.clock, place: place, selection: selection, language: language)))
+                return parameters
+            }
+        case let .boundaryCrossed(crossing):
+            broadcastNamed { language in
+                var parameters = rankingParameters(service.latestRanking, places: nil)
+                parameters.set(
+                    "transition", .record(.transition(crossing, clock: service.clock, language: language)))
                 return parameters
             }
         case .located, .moved, .distanceFilterChanged:

@@ -1,0 +1,60 @@
+import PlacedCore
+import PlacedStore
+import PlacedSystem
+
+/// Own places (docs/DESIGN.md, "Own places"): put and deleted in atomic batches, durable before the
+/// reply, and in effect at once: the current location is ranked again and the ranking published.
+extension Daemon {
+    public func putPlaces(_ places: [OwnPlace], by caller: Credentials) throws(ServiceError) -> Int {
+        try authorize(caller, to: .write, "PutPlaces")
+        do {
+            try OwnPlace.validate(places)
+        } catch {
+            throw .invalidOwnPlace(error)
+        }
+        guard !places.isEmpty else { return 0 }
+        do {
+            try ownPlaceStore.put(places)
+        } catch {
+            Log.error("own places not stored: \(error)")
+            throw .storeFailed(reason: "the own places were not stored: \(error)")
+        }
+        ownPlaces = ownPlaces.putting(places)
+        Log.info("own places: \(places.count) put, \(ownPlaces.count) in all")
+        ownPlacesChanged()
+        return places.count
+    }
+
+    public func deletePlaces(_ ids: [String], by caller: Credentials) throws(ServiceError) -> Int {
+        try authorize(caller, to: .write, "DeletePlaces")
+        for (number, id) in ids.enumerated() where OwnPlace.key(ofID: id) == nil {
+            throw .invalidOwnPlace(OwnPlaceError(feature: number, id: id, .badID(id)))
+        }
+        guard !ids.isEmpty else { return 0 }
+        let deleted: Int
+        do {
+            deleted = try ownPlaceStore.delete(ids)
+        } catch {
+            Log.error("own places not deleted: \(error)")
+            throw .storeFailed(reason: "the own places were not deleted: \(error)")
+        }
+        ownPlaces = ownPlaces.deleting(ids)
+        // A deleted place is not left: it no longer exists (no Left event).
+        for id in ids { boundaries.forget(id) }
+        Log.info("own places: \(deleted) deleted, \(ownPlaces.count) left")
+        ownPlacesChanged()
+        return deleted
+    }
+
+    public func ownPlaces(by caller: Credentials) throws(ServiceError) -> [OwnPlace] {
+        try authorize(caller, to: .read, "OwnPlaces")
+        return ownPlaces.places
+    }
+
+    public var ownPlaceCount: Int { ownPlaces.count }
+
+    /// A change is seen at once: the last location ranked again, as a new generation.
+    private func ownPlacesChanged() {
+        if let fix = location { rerank(at: fix) }
+    }
+}

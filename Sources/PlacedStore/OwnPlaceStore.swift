@@ -1,0 +1,266 @@
+import CSQLite
+import PlacedCore
+
+/// The own places, durable in the selection log's database (WAL, synchronous=FULL): a batch put or
+/// delete is one transaction, on disk before it returns, and all of it or none of it survives a crash.
+/// A places import replaces only the places file, never this one, so own places outlive every import
+/// and Refresh.
+public final class OwnPlaceStore {
+    public let log: SelectionLog
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS own_places(
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            address TEXT,
+            weight REAL,
+            names BLOB NOT NULL,
+            geometry BLOB NOT NULL
+        ) WITHOUT ROWID;
+        """
+
+    static let putSQL = """
+        INSERT OR REPLACE INTO own_places(id, name, kind, address, weight, names, geometry) VALUES(?,?,?,?,?,?,?)
+        """
+
+    public init(log: SelectionLog) {
+        self.log = log
+    }
+
+    /// Every own place, in id order. A log that could only be opened for reading and has no table yet
+    /// holds none.
+    public func all() throws(SelectionLogError) -> [OwnPlace] {
+        let (database, _) = try log.currentConnection()
+        do {
+            if database.isReadOnly {
+                let exists = try database.scalarInt64(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'own_places'")
+                if exists == 0 { return [] }
+            } else {
+                try prepare(database)
+            }
+            let query = try database.prepare(
+                "SELECT id, name, kind, address, weight, names, geometry FROM own_places ORDER BY id")
+            var places: [OwnPlace] = []
+            while try query.step() {
+                let id = query.text(at: 0) ?? ""
+                guard let names = query.withBlob(at: 5, { OwnPlaceCodec.decodeNames($0) }),
+                    let geometry = query.withBlob(at: 6, { OwnPlaceCodec.decodeGeometry($0) })
+                else {
+                    throw SelectionLogError.failed(path: log.path, reason: "own place \(id) does not decode")
+                }
+                places.append(
+                    OwnPlace(
+                        id: id, name: query.text(at: 1) ?? "", kind: query.text(at: 2) ?? "",
+                        address: query.text(at: 3),
+                        localizedNames: names, weight: query.isNull(at: 4) ? nil : query.double(at: 4),
+                        geometry: geometry))
+            }
+            releaseCache(database)
+            return places
+        } catch let error as SelectionLogError {
+            throw error
+        } catch let error as SQLiteError {
+            throw SelectionLogError(error, path: log.path)
+        } catch {
+            throw .failed(path: log.path, reason: "\(error)")
+        }
+    }
+
+    /// Inserts `places`, replacing those of the same ids, in one transaction. The batch must be valid
+    /// (`OwnPlace.validate`): the store checks nothing of the places themselves.
+    public func put(_ places: [OwnPlace]) throws(SelectionLogError) {
+        let (database, statements) = try log.writableConnection()
+        do {
+            try prepare(database)
+            let insert = try statements.statement(Self.putSQL, on: database)
+            try database.transaction {
+                for place in places {
+                    defer { insert.reset() }
+                    try insert.bind(place.id, at: 1)
+                    try insert.bind(place.name, at: 2)
+                    try insert.bind(place.kind, at: 3)
+                    try insert.bind(place.address, at: 4)
+                    try insert.bind(place.weight, at: 5)
+                    try insert.bind(blob: OwnPlaceCodec.encode(names: place.localizedNames), at: 6)
+                    try insert.bind(blob: OwnPlaceCodec.encode(place.geometry), at: 7)
+                    _ = try insert.step()
+                }
+            }
+            releaseCache(database)
+        } catch let error as SQLiteError {
+            throw SelectionLogError(error, path: log.path)
+        } catch {
+            throw .failed(path: log.path, reason: "\(error)")
+        }
+    }
+
+    /// Deletes the places of `ids` in one transaction; returns how many there were (ids not stored
+    /// are no error).
+    @discardableResult
+    public func delete(_ ids: [String]) throws(SelectionLogError) -> Int {
+        let (database, statements) = try log.writableConnection()
+        do {
+            try prepare(database)
+            let delete = try statements.statement("DELETE FROM own_places WHERE id = ?", on: database)
+            return try database.transaction {
+                var count = 0
+                for id in ids {
+                    defer { delete.reset() }
+                    try delete.bind(id, at: 1)
+                    _ = try delete.step()
+                    count += database.changes
+                }
+                return count
+            }
+        } catch let error as SQLiteError {
+            throw SelectionLogError(error, path: log.path)
+        } catch {
+            throw .failed(path: log.path, reason: "\(error)")
+        }
+    }
+
+    /// Reading or writing 10,000 places fills the connection's page cache (2 MB), which would then
+    /// stay in placed's RSS for nothing: the places are in memory, and a selection reads little.
+    private func releaseCache(_ database: Database) {
+        try? database.execute("PRAGMA shrink_memory")
+    }
+
+    private func prepare(_ database: Database) throws(SQLiteError) {
+        try database.execute(Self.schema)
+    }
+}
+
+/// The blobs of an own place's row: little-endian, length-prefixed.
+///
+///     names:    [u32 count] then per name [u32 n][language][u32 n][name]
+///     geometry: [u8 0][f64 lat][f64 lon][f64 radius]                      a circle
+///               [u8 1][u32 polygons] per polygon [u32 rings] per ring
+///               [u32 positions] then [f64 lat][f64 lon] each              polygons
+enum OwnPlaceCodec {
+    static func encode(names: [String: String]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        append(UInt32(names.count), to: &bytes)
+        for (language, name) in names.sorted(by: { $0.key < $1.key }) {
+            append(string: language, to: &bytes)
+            append(string: name, to: &bytes)
+        }
+        return bytes
+    }
+
+    static func encode(_ geometry: OwnGeometry) -> [UInt8] {
+        var bytes: [UInt8] = []
+        switch geometry {
+        case let .circle(centre, radius):
+            bytes.append(0)
+            append(centre.latitude, to: &bytes)
+            append(centre.longitude, to: &bytes)
+            append(radius, to: &bytes)
+        case .polygons(let polygons):
+            bytes.reserveCapacity(1 + 16 * geometry.vertexCount + 8 * polygons.count + 8)
+            bytes.append(1)
+            append(UInt32(polygons.count), to: &bytes)
+            for rings in polygons {
+                append(UInt32(rings.count), to: &bytes)
+                for ring in rings {
+                    append(UInt32(ring.count), to: &bytes)
+                    for point in ring {
+                        append(point.latitude, to: &bytes)
+                        append(point.longitude, to: &bytes)
+                    }
+                }
+            }
+        }
+        return bytes
+    }
+
+    static func decodeNames(_ bytes: UnsafeRawBufferPointer) -> [String: String]? {
+        var reader = Reader(bytes: bytes)
+        guard let count = reader.u32() else { return nil }
+        var names: [String: String] = [:]
+        for _ in 0..<count {
+            guard let language = reader.string(), let name = reader.string() else { return nil }
+            names[language] = name
+        }
+        return reader.atEnd ? names : nil
+    }
+
+    static func decodeGeometry(_ bytes: UnsafeRawBufferPointer) -> OwnGeometry? {
+        var reader = Reader(bytes: bytes)
+        switch reader.u8() {
+        case 0:
+            guard let latitude = reader.f64(), let longitude = reader.f64(), let radius = reader.f64(), reader.atEnd
+            else { return nil }
+            return .circle(centre: Coordinate(latitude: latitude, longitude: longitude), radius: radius)
+        case 1:
+            guard let polygonCount = reader.u32() else { return nil }
+            var polygons: [[[Coordinate]]] = []
+            for _ in 0..<polygonCount {
+                guard let ringCount = reader.u32() else { return nil }
+                var rings: [[Coordinate]] = []
+                for _ in 0..<ringCount {
+                    guard let count = reader.u32(), Int(count) <= reader.remaining / 16 else { return nil }
+                    var ring: [Coordinate] = []
+                    ring.reserveCapacity(Int(count))
+                    for _ in 0..<count {
+                        guard let latitude = reader.f64(), let longitude = reader.f64() else { return nil }
+                        ring.append(Coordinate(latitude: latitude, longitude: longitude))
+                    }
+                    rings.append(ring)
+                }
+                polygons.append(rings)
+            }
+            return reader.atEnd ? .polygons(polygons) : nil
+        default:
+            return nil
+        }
+    }
+
+    private static func append(_ value: UInt32, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    private static func append(_ value: Double, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    private static func append(string: String, to bytes: inout [UInt8]) {
+        append(UInt32(string.utf8.count), to: &bytes)
+        bytes.append(contentsOf: string.utf8)
+    }
+
+    private struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        var position = 0
+
+        var remaining: Int { bytes.count - position }
+        var atEnd: Bool { position == bytes.count }
+
+        mutating func u8() -> UInt8? {
+            guard remaining >= 1 else { return nil }
+            defer { position += 1 }
+            return bytes[position]
+        }
+
+        mutating func u32() -> UInt32? {
+            guard remaining >= 4 else { return nil }
+            defer { position += 4 }
+            return UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+        }
+
+        mutating func f64() -> Double? {
+            guard remaining >= 8 else { return nil }
+            defer { position += 8 }
+            return Double(
+                bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
+        }
+
+        mutating func string() -> String? {
+            guard let count = u32(), Int(count) <= remaining else { return nil }
+            defer { position += Int(count) }
+            return String(
+                validating: UnsafeRawBufferPointer(rebasing: bytes[position..<position + Int(count)]), as: UTF8.self)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import PlacedCore
+import Testing
+
+@testable import PlacedStore
+
+@Suite struct OwnPlaceStoreTests {
+    static let centre = Coordinate(latitude: 60.17, longitude: 24.94)
+    static let ring = [(60.17, 24.94), (60.17, 24.941), (60.171, 24.941), (60.171, 24.94), (60.17, 24.94)].map {
+        Coordinate(latitude: $0.0, longitude: $0.1)
+    }
+    static let hole = [(60.1704, 24.9404), (60.1706, 24.9404), (60.1706, 24.9406), (60.1704, 24.9404)].map {
+        Coordinate(latitude: $0.0, longitude: $0.1)
+    }
+
+    static let depot = OwnPlace(
+        id: "own:depot", name: "Depot", kind: "depot", address: "Satamatie 1", localizedNames: ["sv": "Depå"],
+        weight: 2.5, geometry: .circle(centre: centre, radius: 40))
+    static let yard = OwnPlace(id: "own:yard", name: "Yard", geometry: .polygons([[ring, hole], [ring]]))
+
+    @Test func placesSurviveReopeningAndAPutReplaces() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("selections.db")
+        do {
+            let store = OwnPlaceStore(log: try SelectionLog(path: path))
+            #expect(try store.all().isEmpty)
+            try store.put([Self.depot, Self.yard])
+        }
+        let store = OwnPlaceStore(log: try SelectionLog(path: path))
+        #expect(try store.all() == [Self.depot, Self.yard])
+        var renamed = Self.depot
+        renamed.name = "Old depot"
+        renamed.weight = nil
+        renamed.address = nil
+        try store.put([renamed])
+        #expect(try store.all() == [renamed, Self.yard])
+        #expect(try store.delete(["own:depot", "own:nothing"]) == 1)
+        #expect(try store.all() == [Self.yard])
+    }
+
+    @Test func selectionsAndOwnPlacesShareTheFile() throws {
+        let directory = TemporaryDirectory()
+        let log = try SelectionLog(path: directory.file("selections.db"))
+        let store = OwnPlaceStore(log: log)
+        try store.put([Self.depot])
+        let place = RankedPlace(place: Self.depot.place(), distance: 0, likelihood: 0.9)
+        _ = try log.append(Marker(place: place, location: Fix(coordinate: Self.centre), time: 1, generation: 1))
+        #expect(try log.history(limit: 5).first?.place.place.id == "own:depot")
+        #expect(try store.all().count == 1)
+    }
+
+    @Test func aFailingBatchLeavesNothing() throws {
+        let directory = TemporaryDirectory()
+        let log = try SelectionLog(path: directory.file("selections.db"))
+        let store = OwnPlaceStore(log: log)
+        try store.put([Self.depot])
+        // A trigger refuses the second place of the batch: the first is rolled back with it.
+        let database = try log.currentConnection().database
+        try database.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON own_places WHEN NEW.id = 'own:bad' BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+        var bad = Self.yard
+        bad.id = "own:bad"
+        #expect(throws: SelectionLogError.self) { try store.put([Self.yard, bad]) }
+        #expect(try store.all() == [Self.depot])
+    }
+
+    @Test func codecRoundTripsAndRefusesTruncatedBlobs() {
+        let bytes = OwnPlaceCodec.encode(Self.yard.geometry)
+        bytes.withUnsafeBytes { #expect(OwnPlaceCodec.decodeGeometry($0) == Self.yard.geometry) }
+        bytes.dropLast().withUnsafeBytes { #expect(OwnPlaceCodec.decodeGeometry($0) == nil) }
+        let names = OwnPlaceCodec.encode(names: ["sv": "Depå", "fi": "Varikko"])
+        names.withUnsafeBytes { #expect(OwnPlaceCodec.decodeNames($0) == ["sv": "Depå", "fi": "Varikko"]) }
+    }
+}
