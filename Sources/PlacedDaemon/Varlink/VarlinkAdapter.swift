@@ -51,10 +51,11 @@ final class VarlinkAdapter: DaemonSubscriber {
     }
 
     /// A writer's PutPlaces of 10,000 own places is about 2.5 MB, and its OwnPlaces reply the same:
-    /// writers may send 16 MiB and queue 32 MiB; readers queue 32 MiB (OwnPlaces); everyone else keeps
-    /// the server's 64 KiB and `maxQueuedBytes`.
-    static let writerLimits = VarlinkServer.Limits(maxMessageSize: 16 << 20, maxQueuedBytes: 32 << 20)
-    static let readerLimits = VarlinkServer.Limits(maxMessageSize: 64 << 10, maxQueuedBytes: 32 << 20)
+    /// writers may send 16 MiB, and readers and writers queue 8 MiB (an OwnPlaces reply of about
+    /// 30,000 sites); everyone else keeps the server's 64 KiB and `maxQueuedBytes`. A stalled watcher
+    /// holds at most that much, of broadcasts every watcher shares.
+    static let writerLimits = VarlinkServer.Limits(maxMessageSize: 16 << 20, maxQueuedBytes: 8 << 20)
+    static let readerLimits = VarlinkServer.Limits(maxMessageSize: 64 << 10, maxQueuedBytes: 8 << 20)
 
     /// Serves on the socket systemd passed (placed.socket), else on a socket of its own at `socketPath`.
     static func start(service: PlacesService, loop: EventLoop, socketPath: String) throws -> VarlinkAdapter {
