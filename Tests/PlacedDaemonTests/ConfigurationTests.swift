@@ -67,6 +67,17 @@ import Testing
         #expect(throws: UsageError.self) { try Configuration.parse(arguments) }
     }
 
+    /// A flag's value must fit a file's line as it stands, or what `--check-config` prints would not
+    /// read back (fuzz-settings: `--db` with a line break printed a line of its own).
+    @Test(arguments: [
+        "/tmp/x.db\nStaticPcheck-config", "/tmp/x.db\r\nBus=none", "/tmp/x.db\r", " /tmp/x.db", "/tmp/x.db\t",
+    ])
+    func aFlagValueNoFileLineCanHoldIsAUsageError(value: String) {
+        #expect(throws: UsageError.self) { try Configuration.parse(["--db", value]) }
+        #expect(throws: UsageError.self) { try Configuration.parse(["--socket=" + value]) }
+        #expect(throws: UsageError.self) { try Configuration.parse(["--config", value]) }
+    }
+
     @Test func configFileSectionsKeysAndDropInOrder() throws {
         var c = Configuration()
         try ConfigFile.apply(
