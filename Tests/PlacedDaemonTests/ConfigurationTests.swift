@@ -78,6 +78,16 @@ import Testing
         #expect(throws: UsageError.self) { try Configuration.parse(["--config", value]) }
     }
 
+    /// A file saved with CRLF line ends reads as the same file with LF ones.
+    @Test func crlfLineEndsReadAsLines() throws {
+        var c = Configuration()
+        try ConfigFile.apply(
+            "# placed\r\n[Location]\r\nDistanceFilter=25\r\n\r\n[Places]\r\nLanguage=fi\r\n", file: "crlf.conf",
+            to: &c)
+        #expect(c.distanceFilter == 25)
+        #expect(c.language == "fi")
+    }
+
     @Test func configFileSectionsKeysAndDropInOrder() throws {
         var c = Configuration()
         try ConfigFile.apply(
