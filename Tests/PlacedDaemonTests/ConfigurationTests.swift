@@ -59,6 +59,14 @@ import Testing
         #expect(endpoint.host == "::1" && endpoint.port == "2948")
     }
 
+    /// An endpoint is all host and port: nothing after `]` but `:PORT`, no blank in the host, and an
+    /// IPv6 address in brackets (fuzz-settings: `--gpsd '[  Pes]p'` was taken as host "  Pes", port
+    /// 2947, which `--check-config` printed as another host).
+    @Test(arguments: ["[  Pes]p", "[::1]x", "[::1]2947", " localhost:2947", "local host", "::1", "[]:2947", "[a]:"])
+    func anEndpointWithMoreThanHostAndPortIsRefused(text: String) {
+        #expect(throws: SettingError.self) { try Settings.parseEndpoint(text) }
+    }
+
     @Test(arguments: [
         ["--static", "91,0"], ["--static", "1"], ["--static", "1,2,-3"], ["--distance-filter", "nan"],
         ["--gpsd", "host:0"], ["--bus", "x"], ["--db"], ["--what"],
