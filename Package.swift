@@ -17,6 +17,14 @@ let package = Package(
         .executable(name: "placectl", targets: ["placectl"]),
         .executable(name: "placed-bench", targets: ["placed-bench"]),
         .executable(name: "placed-web", targets: ["placed-web"]),
+        // For fuzz/Package.swift only, which depends on this package by path: its targets call these
+        // modules as placed does. A package's dependents see only its products.
+        .library(
+            name: "PlacedFuzzable",
+            targets: [
+                "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem", "PlacedVarlink", "PlacedDaemon",
+                "PlacedWeb",
+            ]),
     ],
     targets: [
         // C libraries from Debian: module map + shim.h, no logic.

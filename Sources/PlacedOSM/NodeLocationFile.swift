@@ -44,11 +44,11 @@ final class NodeLocationFile {
     /// The first id of every page, increasing, and whether each page is dense (one bit a page).
     private var firstIDs: [Int64] = []
     private var densePageBits: [UInt64] = []
-    private let page = UnsafeMutableRawBufferPointer.allocate(byteCount: NodeLocationFile.pageBytes, alignment: 4096)
+    private let page: UnsafeMutableRawBufferPointer
     /// The nodes not yet in a page, in id order: at most `perPage` between appends (more would have
     /// chosen a page), and the one just appended.
-    private let waitingIDs = UnsafeMutablePointer<Int64>.allocate(capacity: NodeLocationFile.perPage + 1)
-    private let waitingLocations = UnsafeMutablePointer<NodeLocation>.allocate(capacity: NodeLocationFile.perPage + 1)
+    private let waitingIDs: UnsafeMutablePointer<Int64>
+    private let waitingLocations: UnsafeMutablePointer<NodeLocation>
     private var waiting = 0
     /// The order key (`orderKey`) of the last node appended.
     private var lastKey: Int64?
@@ -70,6 +70,10 @@ final class NodeLocationFile {
 
     init(in directory: String, releaseBytes: Int = 64 << 20) throws(OSMError) {
         file = try ScratchFile(in: directory, purpose: "node locations", bufferBytes: 1 << 20)
+        // Allocated once nothing can throw: a class whose init fails never runs its deinit.
+        page = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.pageBytes, alignment: 4096)
+        waitingIDs = UnsafeMutablePointer<Int64>.allocate(capacity: Self.perPage + 1)
+        waitingLocations = UnsafeMutablePointer<NodeLocation>.allocate(capacity: Self.perPage + 1)
         self.releaseBytes = max(releaseBytes, 1 << 20)
         page.initializeMemory(as: UInt8.self, repeating: 0)
     }

@@ -82,7 +82,8 @@ public final class Gateway {
 
     // MARK: Routes
 
-    private func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
+    /// Every request: its route, its checks, its answer (internal: the fuzz target calls it too).
+    func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
         do throws(HTTPFailure) {
             try policy.checkHost(request.header("Host"))
             let path = String(request.path.prefix { $0 != "?" })

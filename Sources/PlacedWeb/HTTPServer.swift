@@ -11,14 +11,38 @@ public struct HTTPRequest {
     public let method: String
     public let path: String
     public let body: [UInt8]
-    fileprivate let connection: OpaquePointer
+    /// A header (`.HEADER_KIND`, any case) or query argument (`.GET_ARGUMENT_KIND`) by name.
+    private let lookup: (MHD_ValueKind, String) -> String?
 
-    public func header(_ name: String) -> String? { value(.HEADER_KIND, name) }
+    public func header(_ name: String) -> String? { lookup(.HEADER_KIND, name) }
     /// A query argument (`/map?latitude=...`), decoded.
-    public func query(_ name: String) -> String? { value(.GET_ARGUMENT_KIND, name) }
+    public func query(_ name: String) -> String? { lookup(.GET_ARGUMENT_KIND, name) }
 
-    private func value(_ kind: MHD_ValueKind, _ name: String) -> String? {
-        MHD_lookup_connection_value(connection, kind, name).map { String(cString: $0) }
+    /// A request as libmicrohttpd parsed it: its values are looked up on the connection.
+    fileprivate init(method: String, path: String, body: [UInt8], connection: OpaquePointer) {
+        self.init(method: method, path: path, body: body) { kind, name in
+            MHD_lookup_connection_value(connection, kind, name).map { String(cString: $0) }
+        }
+    }
+
+    /// A request without a connection, its headers and query arguments given (the fuzz target and the
+    /// tests hand the gateway requests this way; headers are matched in any case, as libmicrohttpd does).
+    init(method: String, path: String, body: [UInt8] = [], headers: [(String, String)], query: [(String, String)]) {
+        self.init(method: method, path: path, body: body) { kind, name in
+            if kind == .HEADER_KIND {
+                return headers.first { $0.0.lowercased() == name.lowercased() }?.1
+            }
+            return query.first { $0.0 == name }?.1
+        }
+    }
+
+    private init(
+        method: String, path: String, body: [UInt8], lookup: @escaping (MHD_ValueKind, String) -> String?
+    ) {
+        self.method = method
+        self.path = path
+        self.body = body
+        self.lookup = lookup
     }
 }
 
@@ -57,22 +81,30 @@ public struct HTTPResponse {
 
 /// Answers one request, now or later (after placed replied): `respond` or `stream`, once.
 public final class HTTPResponder {
-    fileprivate unowned let exchange: Exchange
+    /// What answering does: for a request from libmicrohttpd, hand the answer to its exchange.
+    private let answer: (HTTPAnswer) -> Void
 
-    fileprivate init(_ exchange: Exchange) { self.exchange = exchange }
+    /// A responder that gives its answer to `answer` (the fuzz target's and the tests' requests).
+    init(answer: @escaping (HTTPAnswer) -> Void) { self.answer = answer }
 
-    public func respond(_ response: HTTPResponse) {
-        guard !exchange.isFinished, exchange.answer == nil else { return }
-        exchange.answer = .response(response)
-        exchange.resume()
+    fileprivate convenience init(_ exchange: Exchange) {
+        self.init { [unowned exchange] answer in
+            guard !exchange.isFinished, exchange.answer == nil else { return }
+            exchange.answer = answer
+            exchange.resume()
+        }
     }
+
+    public func respond(_ response: HTTPResponse) { answer(.response(response)) }
 
     /// Answers with an event stream (text/event-stream) that stays open until either side ends it.
-    public func stream(_ stream: EventStream, headers: [HTTPHeader] = []) {
-        guard !exchange.isFinished, exchange.answer == nil else { return }
-        exchange.answer = .stream(stream, headers)
-        exchange.resume()
-    }
+    public func stream(_ stream: EventStream, headers: [HTTPHeader] = []) { answer(.stream(stream, headers)) }
+}
+
+/// A request's answer: a response, or an event stream with its headers.
+enum HTTPAnswer {
+    case response(HTTPResponse)
+    case stream(EventStream, [HTTPHeader])
 }
 
 /// A text/event-stream response: bytes sent as the page takes them. While nothing is queued the
@@ -158,7 +190,8 @@ public final class EventStream {
         return count
     }
 
-    fileprivate func closed() {
+    /// The connection is gone (the fuzz target's and the tests' streams: their request is over).
+    func closed() {
         guard !isClosed else { return }
         isClosed = true
         hangUpWatch?.cancel()
@@ -173,10 +206,6 @@ public final class EventStream {
 /// One request on its way through libmicrohttpd: from the first call of the access handler (headers
 /// in) to the completion callback.
 fileprivate final class Exchange {
-    enum Answer {
-        case response(HTTPResponse)
-        case stream(EventStream, [HTTPHeader])
-    }
 
     let connection: OpaquePointer
     /// Has libmicrohttpd look at the connection again soon (it does not wake up for a resume by itself).
@@ -184,7 +213,7 @@ fileprivate final class Exchange {
     var body: [UInt8] = []
     var bodyTooLarge = false
     var dispatched = false
-    var answer: Answer?
+    var answer: HTTPAnswer?
     var queued = false
     var suspended = false
     var isFinished = false

@@ -59,12 +59,41 @@ import Testing
         #expect(endpoint.host == "::1" && endpoint.port == "2948")
     }
 
+    /// An endpoint is all host and port: nothing after `]` but `:PORT`, no blank in the host, and an
+    /// IPv6 address in brackets (fuzz-settings: `--gpsd '[  Pes]p'` was taken as host "  Pes", port
+    /// 2947, which `--check-config` printed as another host).
+    @Test(arguments: ["[  Pes]p", "[::1]x", "[::1]2947", " localhost:2947", "local host", "::1", "[]:2947", "[a]:"])
+    func anEndpointWithMoreThanHostAndPortIsRefused(text: String) {
+        #expect(throws: SettingError.self) { try Settings.parseEndpoint(text) }
+    }
+
     @Test(arguments: [
         ["--static", "91,0"], ["--static", "1"], ["--static", "1,2,-3"], ["--distance-filter", "nan"],
         ["--gpsd", "host:0"], ["--bus", "x"], ["--db"], ["--what"],
     ])
     func badFlagsAreUsageErrors(arguments: [String]) {
         #expect(throws: UsageError.self) { try Configuration.parse(arguments) }
+    }
+
+    /// A flag's value must fit a file's line as it stands, or what `--check-config` prints would not
+    /// read back (fuzz-settings: `--db` with a line break printed a line of its own).
+    @Test(arguments: [
+        "/tmp/x.db\nStaticPcheck-config", "/tmp/x.db\r\nBus=none", "/tmp/x.db\r", " /tmp/x.db", "/tmp/x.db\t",
+    ])
+    func aFlagValueNoFileLineCanHoldIsAUsageError(value: String) {
+        #expect(throws: UsageError.self) { try Configuration.parse(["--db", value]) }
+        #expect(throws: UsageError.self) { try Configuration.parse(["--socket=" + value]) }
+        #expect(throws: UsageError.self) { try Configuration.parse(["--config", value]) }
+    }
+
+    /// A file saved with CRLF line ends reads as the same file with LF ones.
+    @Test func crlfLineEndsReadAsLines() throws {
+        var c = Configuration()
+        try ConfigFile.apply(
+            "# placed\r\n[Location]\r\nDistanceFilter=25\r\n\r\n[Places]\r\nLanguage=fi\r\n", file: "crlf.conf",
+            to: &c)
+        #expect(c.distanceFilter == 25)
+        #expect(c.language == "fi")
     }
 
     @Test func configFileSectionsKeysAndDropInOrder() throws {

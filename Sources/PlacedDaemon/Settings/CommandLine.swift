@@ -42,8 +42,15 @@ extension Configuration {
                 flag = String(argument[..<eq])
                 rest.insert(String(argument[argument.index(after: eq)...]), at: rest.startIndex)
             }
+            // Every flag is a key of the file too, and `--check-config` prints the value on a line of
+            // the file: a value no line can hold as it stands would print a different configuration.
             func value() throws(UsageError) -> String {
                 guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+                guard !value.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" }),
+                    value.trimmingWhitespace() == value
+                else {
+                    throw UsageError("\(flag) expects one line without surrounding blanks, not '\(value)'")
+                }
                 return value
             }
             switch flag {

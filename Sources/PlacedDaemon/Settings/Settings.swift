@@ -321,19 +321,28 @@ public enum Settings {
         return base + (text.hasPrefix("./") ? String(text.dropFirst(2)) : text)
     }
 
-    /// HOST, HOST:PORT, or [IPv6]:PORT.
+    /// HOST, HOST:PORT, [IPv6] or [IPv6]:PORT; nothing else, so that `gpsdEndpoint` prints it back.
     static func parseEndpoint(_ text: String) throws(SettingError) -> (host: String, port: String) {
         var host = text
         var port = "2947"
+        var bracketed = false
         if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
             host = String(text[text.index(after: text.startIndex)..<close])
+            bracketed = true
             let after = text[text.index(after: close)...]
-            if after.hasPrefix(":") { port = String(after.dropFirst()) }
+            if after.hasPrefix(":") {
+                port = String(after.dropFirst())
+            } else if !after.isEmpty {
+                throw .expects("HOST:PORT or [IPv6]:PORT")
+            }
         } else if let colon = text.lastIndex(of: ":") {
             host = String(text[..<colon])
             port = String(text[text.index(after: colon)...])
         }
-        guard !host.isEmpty, let number = Int(port), (1...65535).contains(number) else {
+        guard !host.isEmpty, !host.contains(where: \.isWhitespace), bracketed || !host.contains(":") else {
+            throw .expects("HOST:PORT or [IPv6]:PORT")
+        }
+        guard let number = Int(port), (1...65535).contains(number) else {
             throw .expects("HOST:PORT with a port from 1 to 65535")
         }
         return (host, port)
