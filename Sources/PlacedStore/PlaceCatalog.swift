@@ -98,7 +98,12 @@ public final class PlaceCatalog {
     /// fix (`now`: wall-clock seconds, for the picks' age).
     ///
     /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
-    public func rank(_ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int) throws -> Ranking {
+    /// `openState`, when given, tells by a place's number in the file (as `place(at:)` of the database
+    /// takes it) whether it is open at the fix's time; nil: unknown for every place.
+    public func rank(
+        _ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double,
+        openState: ((_ number: Int) -> OpenState)? = nil, limit: Int
+    ) throws -> Ranking {
         let radius = ranker.searchRadius(for: fix)
         let database = placeSet.database
         placeSet.index.within(radius, of: fix.coordinate, into: &neighbours)
@@ -117,7 +122,10 @@ public final class PlaceCatalog {
         placeSet.areaIndex.members(within: radius, of: fix.coordinate, into: &areaMembers, scratch: &neighbours)
         for member in areaMembers { try add(Int(member)) }
         let ranking = try withExtendedLifetime(database) {
-            try ranker.rank(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
+            try ranker.rank(
+                fix: fix, candidates: found, picks: picks, now: now,
+                openState: openState.map { state in { (candidate: MappedCandidate) in state(candidate.number) } },
+                limit: limit)
         }
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
         countQuery(at: fix.coordinate)

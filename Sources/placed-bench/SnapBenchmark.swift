@@ -24,6 +24,7 @@ func snapBenchmark(_ arguments: [String]) throws {
         return
     }
     let options = try SnapOptions(arguments)
+    if options.hours { return try snapHoursBenchmark(options) }
     let places = try OSM.readPlaces(path: options.path)
     guard !places.isEmpty else { throw SnapError.noPlaces(options.path) }
     let ranker = try Ranker()
@@ -168,12 +169,33 @@ struct SnapOptions {
     var seed: UInt64 = 2
     var visits = 20_000
     var timedFixes = 20_000
+    /// `--hours`: the opening-hours part alone (SnapHoursBenchmark.swift).
+    var hours = false
+    var hoursShare = 0.6
+    var closedVisits = 0.05
+    var closedWeights: [Double] = [0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01]
 
     init(_ arguments: [String]) throws(SnapError) {
         var rest = arguments[...]
         while let flag = rest.popFirst() {
+            if flag == "--hours" {
+                hours = true
+                continue
+            }
             guard let value = rest.popFirst() else { throw .usage("\(flag) needs a value") }
+            func fraction() throws(SnapError) -> Double {
+                guard let n = Double(value), (0...1).contains(n) else { throw .usage("\(flag) takes 0 to 1") }
+                return n
+            }
             switch flag {
+            case "--hours-share": hoursShare = try fraction()
+            case "--closed-visits": closedVisits = try fraction()
+            case "--closed-weights":
+                let weights = value.split(separator: ",").compactMap { Double($0) }
+                guard !weights.isEmpty, weights.allSatisfy({ $0 > 0 && $0 <= 1 }) else {
+                    throw .usage("--closed-weights takes numbers in (0, 1], comma-separated")
+                }
+                closedWeights = weights
             case "--places": path = value
             case "--seed":
                 guard let n = UInt64(value) else { throw .usage("--seed takes a whole number") }
@@ -194,9 +216,15 @@ enum SnapError: Error, CustomStringConvertible {
 
     static let usageText = """
         usage: placed-bench snap [--places FILE.osm.pbf] [--seed N] [--visits N]
+               placed-bench snap --hours [--places FILE] [--seed N] [--visits N] [--hours-share P]
+                                 [--closed-visits P] [--closed-weights C,C,...]
           --places  the extract to sample visits from (default: the bundled data/helsinki-center.osm.pbf)
           --seed    the visits' random seed (default 2, held out; the model was tuned on 1)
           --visits  visits per table row, and fixes timed (default 20000)
+          --hours   only the opening-hours part: top 1 with the closed factor beside without
+          --hours-share    share of the places of kinds that have hours given a value (default 0.6)
+          --closed-visits  share of visits at any time rather than while the place is open (default 0.05)
+          --closed-weights the closed weights swept (default 0.5,0.3,0.2,0.1,0.05,0.02,0.01)
         """
 
     var description: String {
