@@ -101,6 +101,7 @@ import Testing
         ("[Places]\nDatabase=relative.db\n", 2, "must be an absolute path"),
         ("[Location]\njust words\n", 2, "expected Key=value"),
         ("[Location\n", 1, "malformed section header"),
+        ("[Learning]\nLearningTimeFloor=1.5\n", 2, "LearningTimeFloor=1.5"),
     ])
     func configErrorsNameFileAndLine(text: String, line: Int, message: String) {
         var c = Configuration()
@@ -113,6 +114,13 @@ import Testing
             #expect(error.message.contains(message), "\(error.message)")
         }
         #expect(c == Configuration(), "a bad file changes nothing it did not set before the error")
+    }
+
+    @Test func learningTimeFloorReachesTheLearningSettings() throws {
+        var c = Configuration()
+        #expect(c.learningSettings.timeFloor == LearningSettings.defaultTimeFloor)
+        try ConfigFile.apply("[Learning]\nLearningTimeFloor=1\n", file: "placed.conf", to: &c)
+        #expect(c.learningSettings.timeFloor == 1 && !c.learningSettings.weighsTimeOfWeek)
     }
 
     @Test func staticSourceWithoutPositionIsAnError() throws {

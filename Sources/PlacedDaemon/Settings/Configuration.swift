@@ -60,6 +60,9 @@ public struct Configuration: Sendable, Equatable {
     public var learningHalfLife: Double = LearningSettings.defaultHalfLife / 86_400
     /// α: the pseudo-count of the spatial model against the picks made near a fix.
     public var learningStrength: Double = LearningSettings.defaultStrength
+    /// How much a pick made at the least similar time of week counts against one made at this time of
+    /// week; 1: learning by place only.
+    public var learningTimeFloor: Double = LearningSettings.defaultTimeFloor
     /// Metres and seconds a device stays for a visit.
     public var dwellRadius: Double = VisitSettings.standard.radius
     public var dwellTime: Double = VisitSettings.standard.dwellTime
@@ -74,7 +77,7 @@ public struct Configuration: Sendable, Equatable {
     public init() {}
 
     public var learningSettings: LearningSettings {
-        LearningSettings(halfLife: learningHalfLife * 86_400, strength: learningStrength)
+        LearningSettings(halfLife: learningHalfLife * 86_400, strength: learningStrength, timeFloor: learningTimeFloor)
     }
 
     /// Visits end a forming stay after a silence as long as the one that makes gpsd count as gone.

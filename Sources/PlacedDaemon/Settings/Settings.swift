@@ -163,6 +163,13 @@ public enum Settings {
             c.learningStrength = try number(text, in: LearningSettings.strengthRange)
         },
         Setting(
+            section: "Learning", key: "LearningTimeFloor", flag: nil, placeholder: "",
+            help: "how much a pick made at another time of week still counts (1: time of week does not count)",
+            reload: .applied, value: { Configuration.text(of: $0.learningTimeFloor) }
+        ) { text, _, c throws(SettingError) in
+            c.learningTimeFloor = try number(text, in: 0...1)
+        },
+        Setting(
             section: "Visits", key: "DwellRadius", flag: nil, placeholder: "",
             help: "metres the device stays within for a visit", reload: .applied,
             value: { Configuration.text(of: $0.dwellRadius) }
