@@ -1,6 +1,7 @@
 // The kiosk page: the likely places from placed (through placed-web), live over Server-Sent Events;
 // a tap selects a place and drops the marker with its name and address, as in the current-place
-// tutorial. No framework, no inline script (CSP default-src 'self').
+// tutorial, and the selected place's details follow (open now, the week's hours, phone, website,
+// wheelchair access). No framework, no inline script (CSP default-src 'self').
 "use strict";
 
 (function () {
@@ -210,6 +211,108 @@
     markerLayer.openPopup();
     document.getElementById("selected-name").textContent = place.name;
     document.getElementById("selected-address").textContent = place.address || "";
+    loadDetails(place.id, key);
+  }
+
+  // MARK: the selected place's details
+
+  const details = document.getElementById("details");
+  const language = navigator.language || "en";
+  const DAY = 86400000;
+
+  // Today's record, then the same place at this time on each of the next six days (their intervals).
+  function loadDetails(id, key) {
+    details.hidden = true;
+    const ask = (time) => fetch("/details?id=" + encodeURIComponent(id) + "&language=" + encodeURIComponent(language) +
+      (time ? "&time=" + encodeURIComponent(time.toISOString()) : ""), { headers: { Accept: "application/json" } })
+      .then((response) => response.ok ? response.json() : Promise.reject(response.status));
+    const now = Date.now();
+    const days = [0, 1, 2, 3, 4, 5, 6].map((n) => new Date(now + n * DAY));
+    Promise.all(days.map((day, n) => ask(n === 0 ? null : day)))
+      .then((replies) => {
+        if (key !== markerKey) return;  // another place was selected meanwhile
+        renderDetails(replies[0].place, days, replies.map((reply) => reply.place.intervals));
+      })
+      .catch(() => { /* no details (an older placed): the card keeps the name and address */ });
+  }
+
+  function formatChange(iso) {
+    const when = new Date(iso);
+    const sameDay = new Date().toDateString() === when.toDateString();
+    const time = when.toLocaleTimeString(language, { hour: "2-digit", minute: "2-digit" });
+    return sameDay ? time : when.toLocaleDateString(language, { weekday: "short" }) + " " + time;
+  }
+
+  function renderDetails(place, days, weekIntervals) {
+    const now = document.getElementById("details-now");
+    now.textContent = "";
+    delete now.dataset.open;
+    if (place.open_now === true || place.open_now === false) {
+      now.dataset.open = String(place.open_now);
+      const change = place.next_change ? formatChange(place.next_change) : null;
+      now.textContent = place.open_now
+        ? "Open now" + (change ? " · closes " + change : "")
+        : "Closed" + (change ? " · opens " + change : "");
+    } else if (place.opening_hours) {
+      now.textContent = "Hours: " + place.opening_hours;
+    }
+    const week = document.querySelector("#details-week tbody");
+    week.replaceChildren();
+    if (place.opening_hours && weekIntervals.every((intervals) => Array.isArray(intervals))) {
+      days.forEach((day, n) => {
+        const row = element("tr");
+        row.append(element("th", null, day.toLocaleDateString(language, { weekday: "short" })));
+        const intervals = weekIntervals[n];
+        const text = intervals.length
+          ? intervals.map((i) => i.start + "–" + i.end + (i.state === "unknown" ? " ?" : "")).join(", ")
+          : "Closed";
+        row.append(element("td", null, text));
+        if (n === 0) row.className = "today";
+        week.append(row);
+      });
+    }
+    const contact = document.getElementById("details-contact");
+    contact.replaceChildren();
+    for (const phone of place.phone || []) {
+      const link = element("a", "phone", phone);
+      link.href = "tel:" + phone.replace(/[^0-9+]/g, "");
+      const item = element("li");
+      item.append(link);
+      contact.append(item);
+    }
+    for (const website of place.website || []) {
+      const item = element("li");
+      // Only the web's own schemes become links: a tag may hold anything.
+      const url = /^https?:\/\//i.test(website) ? website : (/^[\w.-]+\.[a-z]{2,}(\/.*)?$/i.test(website) ? "https://" + website : null);
+      if (url) {
+        const link = element("a", "website", website.replace(/^https?:\/\//i, "").replace(/\/$/, ""));
+        link.href = url;
+        link.rel = "noopener noreferrer";
+        link.target = "_blank";
+        item.append(link);
+      } else {
+        item.textContent = website;
+      }
+      contact.append(item);
+    }
+    if (place.wheelchair) {
+      const words = { yes: "Wheelchair accessible", limited: "Limited wheelchair access",
+        no: "Not wheelchair accessible", designated: "Wheelchair accessible" };
+      const item = element("li", "wheelchair", words[place.wheelchair] || "Wheelchair: " + place.wheelchair);
+      item.dataset.wheelchair = place.wheelchair;
+      contact.append(item);
+    }
+    details.hidden = !(now.textContent || week.children.length || contact.children.length);
+    if (details.hidden) return;
+    // The hours on the map too, under the name, and the card scrolled into a small screen's view.
+    const popup = markerLayer && markerLayer.getPopup() && markerLayer.getPopup().getContent();
+    if (popup && now.dataset.open) {
+      const line = element("div", "popup-hours", now.textContent);
+      line.dataset.open = now.dataset.open;
+      popup.append(line);
+      markerLayer.getPopup().update();
+    }
+    selected.scrollIntoView({ block: "nearest" });
   }
 
   function renderVisit() {

@@ -15,6 +15,8 @@ public final class BusClient: PlacesClient {
 
     /// Asked with GetPlacesLocalized and RankLocalized; nil: GetPlaces and Rank, in placed's Language=.
     public var language: String?
+    /// Set: GetPlacesWith, RankWith (and the Watch's rankings fetched again with them).
+    public var fields: [String]?
     private let bus: Bus
     private let endpoint: String
     private let timeout: Double
@@ -53,7 +55,9 @@ public final class BusClient: PlacesClient {
     private func places(limit: Int?) throws(ClientError) -> [String: JSON] {
         let limit = BusValue.uint32(UInt32(limit ?? 0))
         let reply =
-            if let language {
+            if fields != nil {
+                try call("GetPlacesWith", [options(["limit": limit])], returns: 2)
+            } else if let language {
                 try call("GetPlacesLocalized", [limit, .string(language)], returns: 2)
             } else {
                 try call("GetPlaces", [limit], returns: 2)
@@ -75,12 +79,28 @@ public final class BusClient: PlacesClient {
             .double(latitude), .double(longitude), .double(accuracy ?? .nan), .uint32(UInt32(limit ?? 0)),
         ]
         let reply =
-            if let language {
+            if fields != nil {
+                try call("RankWith", position.dropLast() + [options(["limit": position[3]])], returns: 1)
+            } else if let language {
                 try call("RankLocalized", position + [.string(language)], returns: 1)
             } else {
                 try call("Rank", position, returns: 1)
             }
         return ["places": JSON(reply[0])]
+    }
+
+    public func details(id: String, time: String?) throws(ClientError) -> [String: JSON] {
+        var given: [String: BusValue] = [:]
+        given["time"] = time.map(BusValue.string)
+        return ["place": JSON(try call("GetDetails", [.string(id), options(given)], returns: 1)[0])]
+    }
+
+    /// The options of a `…With` call: `given`, and the client's language and fields.
+    private func options(_ given: [String: BusValue]) -> BusValue {
+        var options = given
+        options["language"] = language.map(BusValue.string)
+        options["fields"] = fields.map(BusValue.strings)
+        return .dictionary(options)
     }
 
     public func select(id: String) throws(ClientError) -> [String: JSON] {
@@ -113,7 +133,7 @@ public final class BusClient: PlacesClient {
         // PlacesChanged names places in placed's Language=: a reader of another language asks
         // for the same ranking in its own (a newer one already out keeps the signal's names).
         let localized = { [unowned self] (update: [String: JSON]) -> [String: JSON] in
-            guard language != nil, let fetched = try? places(limit: nil),
+            guard language != nil || fields != nil, let fetched = try? places(limit: nil),
                 fetched["generation"] == update["generation"]
             else { return update }
             return fetched

@@ -13,11 +13,16 @@ public protocol PlacesClient: AnyObject {
     /// The reader's language ("sv", "fi_FI.UTF-8"), sent with every call whose reply names places
     /// (`Current`, `Rank`, `Watch`, `Map`); nil: placed's `Language=`.
     var language: String? { get set }
+    /// The keys of each place (`--fields`), sent with `Current`, `Rank`, `Watch` and `Details`; nil: the
+    /// standard keys (every key for `Details`).
+    var fields: [String]? { get set }
     /// `Current`: `generation, stale, location?, places`.
     func current(limit: Int?) throws(ClientError) -> [String: JSON]
     /// `Rank`: `places`.
     func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ClientError)
         -> [String: JSON]
+    /// `Details`: `place`, one place by id, its opening hours evaluated at `time` (RFC 3339; nil: now).
+    func details(id: String, time: String?) throws(ClientError) -> [String: JSON]
     /// `Select`: `marker`.
     func select(id: String) throws(ClientError) -> [String: JSON]
     /// `Refresh`: reloads the places if their file changed and ranks again; needs group placed.
@@ -172,6 +177,10 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
         case "InvalidRadius": return "invalid radius \(text("radius")) m: placed draws at most \(text("maximum")) m"
         case "TooManyFeatures": return "more than \(text("maximum")) map features there: ask for a smaller radius"
         case "NoMapLayer": return "the places file has no map layer: import it again without --no-map"
+        case "InvalidField" where text("field") == "": return "no fields asked for: name at least one, or * for all"
+        case "InvalidField": return "no place field is named '\(text("field"))'"
+        case "InvalidTime":
+            return "invalid time '\(text("time"))': an RFC 3339 instant with a zone, e.g. 2026-12-06T18:30:00+02:00"
         case "varlink.InvalidParameter": return "placed rejected the parameter '\(text("parameter"))'"
         case "varlink.MethodNotFound", "varlink.MethodNotImplemented":
             return "this placed does not offer \(text("method"))"

@@ -83,8 +83,9 @@ public enum Format {
     }
 
     /// The `places` listing: a line about the ranking, then the table.
-    public static func current(_ reply: [String: JSON]) -> String {
-        let places = (reply["places"]?.array ?? []).map(PlaceRecord.init)
+    public static func current(_ reply: [String: JSON], fields: [String]? = nil) -> String {
+        let records = reply["places"]?.array ?? []
+        let places = records.map(PlaceRecord.init)
         let generation = reply["generation"]?.int ?? 0
         let location = LocationRecord(reply["location"])
         if generation == 0 && places.isEmpty {
@@ -93,13 +94,92 @@ public enum Format {
         var heading = "ranking \(generation)"
         if let location { heading += " at " + describe(location) }
         if reply["stale"]?.bool == true { heading += " (stale: the position source is lost)" }
+        if let fields, !records.isEmpty { return heading + "\n" + placesWithFields(records, fields: fields) }
         return heading + "\n" + (places.isEmpty ? "no places near\n" : placesTable(places))
     }
 
     /// `rank`: the table alone (a what-if ranking has no generation).
-    public static func ranked(_ reply: [String: JSON]) -> String {
-        let places = (reply["places"]?.array ?? []).map(PlaceRecord.init)
+    public static func ranked(_ reply: [String: JSON], fields: [String]? = nil) -> String {
+        let records = reply["places"]?.array ?? []
+        if let fields, !records.isEmpty { return placesWithFields(records, fields: fields) }
+        let places = records.map(PlaceRecord.init)
         return places.isEmpty ? "no places near\n" : placesTable(places)
+    }
+
+    /// Places as `--fields` asked: per place its row number, then one `key  value` line per key it has,
+    /// in the order asked (`*`: in the order the interface lists them).
+    public static func placesWithFields(_ places: [JSON], fields: [String]) -> String {
+        var text = ""
+        for (row, place) in places.enumerated() {
+            text += "\(row + 1)\n" + keyLines(place, fields: fields, indent: "  ")
+        }
+        return text
+    }
+
+    /// `details`: the place's keys, one aligned `key  value` line each: the open state first, in words.
+    public static func details(_ reply: [String: JSON], fields: [String]? = nil) -> String {
+        guard let place = reply["place"] else { return "" }
+        var text = ""
+        if let hours = hoursLine(place) { text += hours + "\n" }
+        return text + keyLines(place, fields: fields ?? ["*"], indent: "")
+    }
+
+    /// The keys of a place, in the interface's order, the way `details` lists them.
+    static let placeKeys = [
+        "id", "name", "kind", "address", "address_source", "latitude", "longitude", "distance", "likelihood",
+        "opening_hours", "open_now", "next_change", "intervals", "phone", "website", "email", "wheelchair", "cuisine",
+        "brand", "brand_wikidata", "operator", "level", "description", "internet_access", "outdoor_seating",
+        "takeaway", "diet", "payment", "attribution",
+    ]
+
+    /// "open now, closes at 19:00" / "closed, opens Mon 07:00"; nil when placed does not know.
+    static func hoursLine(_ place: JSON) -> String? {
+        guard let open = place["open_now"]?.bool else { return nil }
+        var line = open ? "open now" : "closed now"
+        if let next = place["next_change"]?.string, next.count >= 16 {
+            let clock = next[next.index(next.startIndex, offsetBy: 11)..<next.index(next.startIndex, offsetBy: 16)]
+            line += open ? ", closes at " : ", opens at "
+            line += "\(clock) on \(next.prefix(10))"
+        }
+        return line
+    }
+
+    private static func keyLines(_ place: JSON, fields: [String], indent: String) -> String {
+        let keys = fields.contains("*") ? placeKeys : fields
+        var table = TextTable(["KEY", "VALUE"], rightAligned: [])
+        for key in keys {
+            guard let value = place[key], value != .null else { continue }
+            table.add([indent + key, text(of: value, key: key)])
+        }
+        // No header: each line is one key.
+        return table.rendered.split(separator: "\n", omittingEmptySubsequences: false).dropFirst().joined(
+            separator: "\n")
+    }
+
+    /// A value as one line: lists joined by ", ", objects as `key=value`, intervals as `09:00-17:00`.
+    static func text(of value: JSON, key: String) -> String {
+        switch value {
+        case .string(let s): return s
+        case .bool(let b): return b ? "yes" : "no"
+        case .number(let n):
+            if key == "likelihood" { return percent(n) }
+            if key == "distance" { return metres(n) }
+            return n.rounded() == n && abs(n) < 1e15 ? String(Int(n)) : String(n)
+        case .array(let items):
+            if key == "intervals" {
+                return items.isEmpty
+                    ? "closed all day"
+                    : items.map { item in
+                        let span = "\(item["start"]?.string ?? "")-\(item["end"]?.string ?? "")"
+                        return item["state"]?.string == "unknown" ? span + " (maybe)" : span
+                    }.joined(separator: ", ")
+            }
+            return items.map { text(of: $0, key: "") }.joined(separator: ", ")
+        case .object(let entries):
+            return entries.sorted { $0.key < $1.key }.map { "\($0.key)=\(text(of: $0.value, key: ""))" }.joined(
+                separator: ", ")
+        default: return ""
+        }
     }
 
     /// `status`: one aligned `key  value` line per fact.

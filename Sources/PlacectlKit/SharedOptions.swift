@@ -10,6 +10,12 @@ extension Option {
     public static let language = Option.value(
         "language", "LANG", help: "language of the names, e.g. sv or fi_FI.UTF-8 (default: the locale, LANG)")
 
+    public static let fields = Option.value(
+        "fields", "LIST",
+        help:
+            "the place keys to show, comma-separated (e.g. id,name,open_now,phone; * for all; default: the standard keys)"
+    )
+
     public static let table = Option.flag("table", help: "watch: each ranking's places as a table under its line")
     public static let version = Option.flag("version", help: "show placectl's version")
 
@@ -39,6 +45,16 @@ public enum ReaderLanguage {
             })
         else { return nil }
         return LocalizedName.candidates(locale).isEmpty ? nil : locale
+    }
+}
+
+/// `--fields a,b` → ["a", "b"] (spaces around the names dropped); nil when not given. An empty list goes
+/// to placed as given, which names it (`InvalidField`).
+public func fieldList(_ option: String?) -> [String]? {
+    option.map { text in
+        text.split(separator: ",", omittingEmptySubsequences: true).map {
+            String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
+        }
     }
 }
 

@@ -13,6 +13,7 @@ public final class VarlinkClient: PlacesClient {
 
     public let socketPath: String
     public var language: String?
+    public var fields: [String]?
     private let fd: Int32
     private let timeout: Double
     private var framer = VarlinkWire.Framer()
@@ -54,7 +55,10 @@ public final class VarlinkClient: PlacesClient {
     public func current(limit: Int?) throws(ClientError) -> [String: JSON] {
         try call(
             "Current",
-            Self.present(["limit": limit.map(JSON.init(integerLiteral:)), "language": language.map(JSON.string)]))
+            Self.present([
+                "limit": limit.map(JSON.init(integerLiteral:)), "language": language.map(JSON.string),
+                "fields": fieldsJSON,
+            ]))
     }
 
     public func rank(latitude: Double, longitude: Double, accuracy: Double?, limit: Int?) throws(ClientError)
@@ -65,6 +69,7 @@ public final class VarlinkClient: PlacesClient {
             Self.present([
                 "latitude": .number(latitude), "longitude": .number(longitude), "accuracy": accuracy.map(JSON.number),
                 "limit": limit.map(JSON.init(integerLiteral:)), "language": language.map(JSON.string),
+                "fields": fieldsJSON,
             ]))
     }
 
@@ -73,6 +78,17 @@ public final class VarlinkClient: PlacesClient {
     }
 
     public func refresh() throws(ClientError) { _ = try call("Refresh") }
+
+    public func details(id: String, time: String?) throws(ClientError) -> [String: JSON] {
+        try call(
+            "Details",
+            Self.present([
+                "id": .string(id), "language": language.map(JSON.string), "fields": fieldsJSON,
+                "time": time.map(JSON.string),
+            ]))
+    }
+
+    private var fieldsJSON: JSON? { fields.map { .array($0.map(JSON.string)) } }
 
     public func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON] {
         try call(
@@ -86,7 +102,7 @@ public final class VarlinkClient: PlacesClient {
 
     public func watch(_ onUpdate: @escaping ([String: JSON]) -> Void) throws(ClientError) {
         let loop = try WatchLoop()
-        try send("Watch", Self.present(["language": language.map(JSON.string)]), more: true)
+        try send("Watch", Self.present(["language": language.map(JSON.string), "fields": fieldsJSON]), more: true)
 
         var failure: ClientError?
         let finish = { (error: ClientError?) in

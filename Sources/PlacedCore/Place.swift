@@ -23,11 +23,14 @@ public struct Place: Sendable, Equatable, Identifiable {
     public var bounds: BoundingBox?
     /// Outer ring of an area (closed: first == last); nil or empty for a point or an open way.
     public var outline: [Coordinate]?
+    /// Opening hours, contact, access and services (`PlaceDetails`); empty when OSM has none.
+    public var details: PlaceDetails
 
     public init(
         id: String, name: String, kind: String, address: String? = nil, coordinate: Coordinate,
         area: Double = 0, bounds: BoundingBox? = nil, outline: [Coordinate]? = nil,
-        addressSource: AddressSource? = nil, localizedNames: [String: String] = [:]
+        addressSource: AddressSource? = nil, localizedNames: [String: String] = [:],
+        details: PlaceDetails = PlaceDetails()
     ) {
         self.id = id
         self.name = name
@@ -39,6 +42,7 @@ public struct Place: Sendable, Equatable, Identifiable {
         self.area = area
         self.bounds = bounds
         self.outline = outline
+        self.details = details
     }
 
     public static let attribution = "© OpenStreetMap contributors"

@@ -615,11 +615,11 @@ extension JSON {
     /// "1e-07", "1e+20"): valid JSON as written.
     public static func encode(number: Double, into output: inout [UInt8]) throws(JSONError) {
         guard number.isFinite else { throw JSONError(.nonFiniteNumber, offset: output.count) }
-        if number.rounded(.towardZero) == number, number.magnitude <= 9_007_199_254_740_992 {
-            output.append(contentsOf: Int64(number).description.utf8)
-        } else {
-            output.append(contentsOf: number.description.utf8)
-        }
+        // Through `withUTF8`: appending a String's `utf8` view copies it byte by byte.
+        var text =
+            number.rounded(.towardZero) == number && number.magnitude <= 9_007_199_254_740_992
+            ? Int64(number).description : number.description
+        text.withUTF8 { output.append(contentsOf: $0) }
     }
 
     /// Appends `string` quoted and escaped as `encode(into:)` writes it.

@@ -7,11 +7,17 @@ struct ElementTags {
     var values = InlineArray<32, UInt32>(repeating: 0)
     /// `name:<suffix>` tags as key index << 32 | value index; allocated only for elements that have one.
     var localized: [UInt64] = []
+    /// The tags `PlaceDetails` keeps, as `localized`.
+    var details: [UInt64] = []
 
     @inline(__always)
     mutating func record(role: UInt8, key: UInt32, value: UInt32) {
         if role == PlaceRules.localizedName {
             localized.append(UInt64(key) << 32 | UInt64(value))
+            return
+        }
+        if role == PlaceRules.detail {
+            details.append(UInt64(key) << 32 | UInt64(value))
             return
         }
         seen |= 1 << UInt32(role)
@@ -135,6 +141,26 @@ struct ElementTags {
             names[language] = Self.text(value)
         }
         return names
+    }
+
+    /// The place's details, normalized; and the keys of values dropped as longer than
+    /// `PlaceDetails.maximumValueLength`, with their length in bytes.
+    func details(_ strings: StringTable) -> (details: PlaceDetails, tooLong: [(key: String, bytes: Int)]) {
+        guard !details.isEmpty else { return (PlaceDetails(), []) }
+        var tags: [(key: String, value: String)] = []
+        var tooLong: [(key: String, bytes: Int)] = []
+        tags.reserveCapacity(details.count)
+        for pair in details {
+            let key = Self.text(strings[UInt32(truncatingIfNeeded: pair >> 32)])
+            let value = strings[UInt32(truncatingIfNeeded: pair)]
+            // Not decoded: a hostile megabyte is measured, not copied.
+            guard value.count <= PlaceDetails.maximumValueLength else {
+                tooLong.append((key, value.count))
+                continue
+            }
+            tags.append((key, Self.text(value)))
+        }
+        return (PlaceDetails(tags: tags), tooLong)
     }
 
     static func text(_ bytes: UnsafeRawBufferPointer) -> String {

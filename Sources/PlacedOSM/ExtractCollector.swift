@@ -51,6 +51,9 @@ struct ExtractCollector {
     struct Description {
         var place: (name: String, kind: String, address: String?)?
         var localizedNames: [String: String]
+        /// A place's details, and the values dropped from them as too long.
+        var details = PlaceDetails()
+        var tooLongDetails: [(key: String, bytes: Int)] = []
         var feature: MapRules.Classification?
         var name: String?
         /// A building's address that places inside or near it may borrow.
@@ -82,11 +85,35 @@ struct ExtractCollector {
         self.sink = sink
     }
 
+    /// What the places' details came to: the opening hours that do not parse, the values too long to keep.
+    private(set) var detailStatistics = DetailStatistics()
+    /// Each distinct `opening_hours` value parsed once.
+    private let openingHours = OpeningHoursCache(limit: 1 << 16)
+
     /// Consumes the place: it is moved into the spill worker's batch, not copied (a copy retains and
     /// releases every field of every place).
-    private mutating func emit(_ place: consuming Place) {
+    private mutating func emit(_ place: consuming Place, tooLongDetails: [(key: String, bytes: Int)] = []) {
         if firstLatitude == nil { firstLatitude = place.coordinate.latitude }
+        countDetails(of: place, tooLong: tooLongDetails)
         if let spillWorker { spillWorker.add(.place(place)) } else { sink.add(place) }
+    }
+
+    private mutating func countDetails(of place: borrowing Place, tooLong: [(key: String, bytes: Int)]) {
+        if !place.details.isEmpty { detailStatistics.placesWithDetails += 1 }
+        for (key, bytes) in tooLong {
+            detailStatistics.droppedValues += 1
+            if detailStatistics.dropped.count < DetailStatistics.examples {
+                detailStatistics.dropped.append("\(place.id): \(key): \(bytes) bytes")
+            }
+        }
+        guard let raw = place.details.openingHours else { return }
+        detailStatistics.openingHours += 1
+        if case .failure(let error) = openingHours.hours(raw) {
+            detailStatistics.unparsedOpeningHours += 1
+            if detailStatistics.unparsed.count < DetailStatistics.examples {
+                detailStatistics.unparsed.append("\(place.id): '\(raw)': \(error)")
+            }
+        }
     }
 
     /// Files what lends an address in this import's book: through the spill worker while it runs, else the
@@ -119,10 +146,11 @@ struct ExtractCollector {
         guard tags.mayBePlace(isWay: false),
             let (name, kind, address) = tags.place(isWay: false, strings: strings, address: address)
         else { return }
+        let (details, tooLong) = tags.details(strings)
         emit(
             Place(
                 id: "osm:node/\(id)", name: name, kind: kind, address: address, coordinate: location.coordinate,
-                localizedNames: tags.localizedNames(strings)))
+                localizedNames: tags.localizedNames(strings), details: details), tooLongDetails: tooLong)
     }
 
     mutating func addWay(id: Int64, refs: ProtobufReader, tags: ElementTags, strings: StringTable)
@@ -207,6 +235,7 @@ struct ExtractCollector {
         description.feature = feature
         guard place != nil || feature != nil else { return nil }
         description.localizedNames = tags.localizedNames(strings)
+        if place != nil { (description.details, description.tooLongDetails) = tags.details(strings) }
         return description
     }
 
@@ -252,7 +281,7 @@ struct ExtractCollector {
                 if let place = relation.description.place,
                     let made = Self.areaPlace(id: id, place, relation.description, polygons: polygons)
                 {
-                    emit(made)
+                    emit(made, tooLongDetails: relation.description.tooLongDetails)
                 }
                 let simplified = polygons.map { $0.map { Simplification.ring($0) } }
                 add(.polygons(simplified), of: id, relation.description)
@@ -298,7 +327,9 @@ struct ExtractCollector {
         let id = "osm:way/\(wayID)"
         let isArea = isClosed && points.count >= 4
         if let place = description.place {
-            emit(Self.wayPlace(id: id, place, description, points: points, isArea: isArea))
+            emit(
+                Self.wayPlace(id: id, place, description, points: points, isArea: isArea),
+                tooLongDetails: description.tooLongDetails)
         }
         // A closed street is still a line; an area feature is only ever classified for a ring.
         if let feature = description.feature, feature.isArea ? isArea : points.count >= 2 {
@@ -344,7 +375,8 @@ struct ExtractCollector {
         let bounds = Shape.bounds(of: points)
         var place = Place(
             id: id, name: tags.name, kind: tags.kind, address: tags.address,
-            coordinate: points[points.count / 2], bounds: bounds, localizedNames: description.localizedNames)
+            coordinate: points[points.count / 2], bounds: bounds, localizedNames: description.localizedNames,
+            details: description.details)
         if isArea, let inside = Shape.pointOnSurface(ofRing: points, bounds: bounds) {
             place.coordinate = inside
             place.area = Shape.area(ofRing: points, bounds: bounds)
@@ -368,7 +400,7 @@ struct ExtractCollector {
         return Place(
             id: id, name: tags.name, kind: tags.kind, address: tags.address, coordinate: inside,
             area: areas.reduce(0, +), bounds: BoundingBox(enclosing: polygons.flatMap { $0[0] }),
-            outline: polygons[largest][0], localizedNames: description.localizedNames)
+            outline: polygons[largest][0], localizedNames: description.localizedNames, details: description.details)
     }
 }
 

@@ -125,7 +125,7 @@ public enum OSM {
                 nodes: nodeCount, ways: collector.wayCount, relations: collector.relationCount,
                 incompleteWays: result.incompleteWays, bytes: reader.totalBytes, multipolygons: result.multipolygons,
                 skippedRelations: result.skipped, keptNodes: keptNodes,
-                passes: passCount))
+                passes: passCount, details: collector.detailStatistics))
     }
 
     /// The places in an .osm.pbf file.
@@ -195,8 +195,28 @@ public struct OSMStatistics: Sendable, Equatable {
     /// Reads of the file: 1 (everything in memory) or 2 (the disk-backed import: nodes and ways, then
     /// the multipolygons' member ways).
     public var passes: Int = 1
+    /// What the places' details came to.
+    public var details = DetailStatistics()
 
     public var elements: Int { nodes + ways + relations }
+}
+
+/// The places' details in an import: how many places have any, the `opening_hours` values placed cannot
+/// parse (they are kept raw, and have no `open_now`) and the values dropped as longer than
+/// `PlaceDetails.maximumValueLength`, the first few of each named.
+public struct DetailStatistics: Sendable, Equatable {
+    /// How many of each kind of problem are named.
+    public static let examples = 5
+    public var placesWithDetails = 0
+    public var openingHours = 0
+    public var unparsedOpeningHours = 0
+    /// `osm:node/1: 'Mo-Fr 25:00': … out of range at offset 9`.
+    public var unparsed: [String] = []
+    public var droppedValues = 0
+    /// `osm:node/1: opening_hours: 1048576 bytes`.
+    public var dropped: [String] = []
+
+    public init() {}
 }
 
 /// One read keeping everything in memory, or the disk-backed import in two reads (nodes and ways, then

@@ -60,8 +60,21 @@ enum PlaceRules {
     static let roleCount = Int(place) + 1
     /// A `name:<suffix>` key: kept in a list of its own, as an element may have dozens.
     static let localizedName: UInt8 = .max - 1
+    /// A key `PlaceDetails` keeps (`opening_hours`, `contact:phone`, `payment:cash`…): kept in a list of
+    /// its own, as an element may have dozens of `payment:*`.
+    static let detail: UInt8 = .max - 2
     /// A key no rule reads.
     static let ignored: UInt8 = .max
+
+    /// `PlaceDetails.keys` and `contactKeys` as literals, and its prefixes: decided on the bytes.
+    static let detailKeys: [StaticString] = [
+        "opening_hours", "phone", "website", "email", "wheelchair", "cuisine", "brand", "brand:wikidata",
+        "operator", "level", "description", "internet_access", "outdoor_seating", "takeaway", "contact:phone",
+        "contact:website", "contact:email",
+    ]
+    static let detailPrefixes: [StaticString] = ["description:", "diet:", "payment:"]
+    /// The longest detail key looked at: `payment:<scheme>` keys run past the other keys' 24 bytes.
+    static let maximumDetailKeyLength = 64
 
     static let mainKeysMask: UInt32 = (1 << UInt32(mainKeys.count)) - 1
     static let nameBit: UInt32 = 1 << UInt32(name)
@@ -78,14 +91,21 @@ enum PlaceRules {
     static func role(ofKey key: UnsafeRawBufferPointer) -> UInt8 {
         // Every key the rules read is 4...16 bytes long, `name:<language>` up to 24: most keys are
         // rejected without a compare.
-        guard (4...24).contains(key.count) else { return ignored }
+        guard (4...maximumDetailKeyLength).contains(key.count) else { return ignored }
         if key.count > 5, key.starts(with: "name:") { return localizedName }
+        if isDetail(key) { return detail }
+        guard key.count <= 24 else { return ignored }
         guard key.count <= 16 else { return ignored }
         for (index, main) in mainKeys.enumerated() where key.equals(main.key) { return UInt8(index) }
         for (index, other) in otherKeys.enumerated() where key.equals(other) {
             return building + UInt8(index)
         }
         return ignored
+    }
+
+    private static func isDetail(_ key: UnsafeRawBufferPointer) -> Bool {
+        detailKeys.contains { key.equals($0) }
+            || detailPrefixes.contains { key.count > $0.utf8CodeUnitCount && key.starts(with: $0) }
     }
 
     /// Whether `value` qualifies for the main key with role `role`.

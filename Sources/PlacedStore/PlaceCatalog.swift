@@ -141,6 +141,12 @@ public final class PlaceCatalog {
         return priors
     }
 
+    /// The place with a stable id, ranked or not; nil when the file has none.
+    public func place(withID id: String) throws(PlaceDatabaseError) -> Place? {
+        guard let number = try placeSet.placeIndex(ofID: id) else { return nil }
+        return try place(at: number)
+    }
+
     public func contains(id: String) -> Bool {
         ((try? placeSet.placeIndex(ofID: id)) ?? nil) != nil
     }
@@ -199,6 +205,8 @@ struct MappedCandidate: RankingCandidate {
     /// (latitude, longitude) float64 pairs; empty for none.
     let outline: UnsafeRawBufferPointer
     let idBytes: UnsafeRawBufferPointer
+    /// `PlaceDetails.encoded`'s bytes in the record; empty for none.
+    let details: UnsafeRawBufferPointer
 
     /// Nil when the record does not decode. `priors`: by kind number in the model the candidate is
     /// ranked with, one more for a number beyond the file's kinds (`PlaceCatalog.priors(in:)`).
@@ -225,6 +233,12 @@ struct MappedCandidate: RankingCandidate {
         if flags & PlacePack.RecordFlag.outline != 0 {
             guard let count = reader.varint(), count <= (reader.bytes.count - reader.position) / 16 else { return nil }
             outline = UnsafeRawBufferPointer(rebasing: reader.bytes[reader.position..<reader.position + 16 * count])
+            reader.position += 16 * count
+        }
+        var details = UnsafeRawBufferPointer(start: nil, count: 0)
+        if flags & PlacePack.RecordFlag.details != 0 {
+            guard let stored = reader.span() else { return nil }
+            details = stored
         }
         let code = Int(UInt32(littleEndian: pack[.kind].loadUnaligned(fromByteOffset: 4 * number, as: UInt32.self)))
         self.database = database
@@ -236,6 +250,17 @@ struct MappedCandidate: RankingCandidate {
         self.bounds = bounds
         self.outline = outline
         idBytes = id
+        self.details = details
+    }
+
+    /// The raw `opening_hours`, read from the record without decoding the place: what a ranker that
+    /// weighs closed places asks of every candidate (with `OpeningHoursCache.isOpen(_:at:unixSeconds:…)`).
+    var openingHours: String? {
+        let key = Array("opening_hours\u{1F}".utf8)
+        for entry in details.split(separator: 0x1E) where entry.starts(with: key) {
+            return String(decoding: entry.dropFirst(key.count), as: UTF8.self)
+        }
+        return nil
     }
 
     func lowerBoundDistance(from projection: LocalProjection) -> Double {

@@ -79,10 +79,12 @@ extension PlaceDatabaseError {
 /// that does (sqlite3 growing the database into the pack) is caught by the pack's header, id and
 /// trailer checks.
 ///
-/// SQLite part (schema version 5):
+/// SQLite part (schema version 6):
 /// - `places`: one row per place, rowid 1…n **in the spatial index's tree order**, so the index's
 ///   place numbers are `rowid - 1`. `address_source` says where the address came from
-///   (`AddressSource`); `names` holds the `name:<language>` tags (`LocalizedNamesCoding`).
+///   (`AddressSource`); `names` holds the `name:<language>` tags (`LocalizedNamesCoding`). A place's
+///   details (`PlaceDetails`) are in the pack's records only: the ~90 bytes of the 70 % of places that have
+///   any, written twice, made a Helsinki file 22 % larger instead of 11 %.
 /// - `meta`: `schema_version`, `place_count`, `imported_at` (ISO 8601 UTC), `map_layer` (1 or 0),
 ///   `map_feature_count`, `pack_id` (hex of the pack's 16-byte id).
 /// - `kinds`: the distinct `kind` strings, numbered from 0 as the pack numbers them.
@@ -96,10 +98,12 @@ extension PlaceDatabaseError {
 /// Version 2 added `reach`; version 3 the address source, localized names and the map layer; version 4
 /// the pack, replacing the `place_columns` BLOBs (start-up reads no place at all); version 5 the trees'
 /// node blocks in the pack (pack version 2, `PlaceIndex` format 3: a first ranking reads a few pages a
-/// tree, not one a level). An older file is refused by name; `placectl upgrade` (`PlaceFileUpgrade`) rewrites a
-/// schema-4 file in this schema, anything older is imported again.
+/// tree, not one a level); version 6 the places' details (`PlaceDetails`) in the pack's records. An older
+/// file is refused by name; `placectl upgrade` (`PlaceFileUpgrade`) rewrites a
+/// schema-4 or schema-5 file in this schema (without details: those need a new import), anything older is
+/// imported again.
 public final class PlaceDatabase {
-    public static let schemaVersion = 5
+    public static let schemaVersion = 6
 
     public let path: String
     public let placeCount: Int
@@ -331,6 +335,10 @@ public final class PlaceDatabase {
                 outline.append(Coordinate(latitude: reader.double()!, longitude: reader.double()!))
             }
             place.outline = outline
+        }
+        if flags & PlacePack.RecordFlag.details != 0 {
+            guard let details = reader.text() else { return nil }
+            place.details = PlaceDetails(encoded: details)
         }
         return place
     }

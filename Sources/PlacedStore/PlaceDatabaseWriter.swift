@@ -60,6 +60,12 @@ extension PlaceDatabase {
         }) {
             throw .invalidPlace(id: place.id, reason: "a localized name holds U+001E or U+001F, or has no language")
         }
+        if place.details.tags.contains(where: { key, value in
+            key.isEmpty || key.utf8.contains(where: \.isNamesSeparator)
+                || value.utf8.contains(where: \.isNamesSeparator)
+        }) {
+            throw .invalidPlace(id: place.id, reason: "a detail holds U+001E or U+001F, or has no key")
+        }
     }
 
     /// A fresh file's tables. No journal, no syncs, no locks to share: the file is private until it

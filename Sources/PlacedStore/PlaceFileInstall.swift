@@ -70,3 +70,28 @@ extension PlaceDatabase {
         }
     }
 }
+
+extension PlaceDatabase {
+    /// Removes the files an import or upgrade of `target` killed before it finished left beside it
+    /// (`<target><marker><pid>`, `marker` ".new-" or ".upgrading-", of a process that no longer
+    /// exists): a SIGKILL or a power cut gives a writer no chance to remove its own, and each is as
+    /// large as the places file. A file of a live process is that process's work in progress.
+    static func removeAbandonedTemporaries(of target: String, marker: String) {
+        let directoryPath = directoryName(of: target)
+        let prefix = String(target.split(separator: "/", omittingEmptySubsequences: false).last ?? "") + marker
+        guard let directory = opendir(directoryPath) else { return }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasPrefix(prefix), let pid = pid_t(name.dropFirst(prefix.count)), pid > 0, pid != getpid()
+            else { continue }
+            do {
+                try checkPOSIX(kill(pid, 0), "kill")
+            } catch  where error.errno == ESRCH {
+                unlinkat(dirfd(directory), name, 0)
+            } catch {}  // EPERM: alive, another user's
+        }
+    }
+}

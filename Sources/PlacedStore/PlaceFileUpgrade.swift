@@ -6,11 +6,12 @@ import PlacedSystem
     import Glibc
 #endif
 
-/// Rewrites a places file of the schema before this one (4: no node blocks) in this schema without
+/// Rewrites a places file of an older schema (4: no node blocks; 5: no details) in this schema without
 /// importing it again: the SQLite part as it was but for meta `schema_version`, the pack's id, columns,
 /// records and kinds byte for byte, and the two spatial indexes (the points' kd-tree, the areas' reach
 /// index) written again in this format, at the offsets an import puts them. The places and every answer
-/// stay the same. A device's file is upgraded in place by `placectl upgrade` (the package's postinst runs
+/// stay the same; the places have no details (`PlaceDetails`) until the next import, as the older file
+/// kept none. A device's file is upgraded in place by `placectl upgrade` (the package's postinst runs
 /// it), the benchmarks' big files by `placed-bench upgrade-places`. A file of this schema is rewritten the
 /// same way (its pack comes out byte for byte as it was).
 ///
@@ -18,8 +19,8 @@ import PlacedSystem
 /// over it, and the directory synced: a reader sees the old file or the new one, a daemon keeps the one
 /// it mapped until it refreshes, and a failure leaves the old file as it was and nothing beside it.
 public enum PlaceFileUpgrade {
-    /// The schema this upgrade rewrites: the one before `PlaceDatabase.schemaVersion`.
-    public static let upgradableSchema = "4"
+    /// The schemas this upgrade rewrites: the two before `PlaceDatabase.schemaVersion`.
+    public static let upgradableSchemas: Set<String> = ["4", "5"]
 
     /// What `upgrade(inPlace:)` did.
     public enum Outcome: Equatable, Sendable {
@@ -38,9 +39,11 @@ public enum PlaceFileUpgrade {
             _ = try PlaceDatabase.open(path: path)  // a damaged file of this schema is named, not passed
             return .alreadyCurrent
         }
-        guard version == upgradableSchema else { throw .unsupportedSchema(path: path, version: version) }
+        guard let version, upgradableSchemas.contains(version) else {
+            throw .unsupportedSchema(path: path, version: version)
+        }
         try rewrite(path, to: path)
-        return .upgraded(from: upgradableSchema)
+        return .upgraded(from: version)
     }
 
     /// The file an upgrade of `target` writes before renaming it into place: this process's own.
@@ -58,10 +61,12 @@ public enum PlaceFileUpgrade {
     }
 
     static func rewrite(_ source: String, to target: String, schema: Int) throws(PlaceDatabaseError) {
-        precondition(schema == 4 || schema == PlaceDatabase.schemaVersion, "PlaceFileUpgrade: schema \(schema)")
-        let current = schema == PlaceDatabase.schemaVersion
+        precondition((4...PlaceDatabase.schemaVersion).contains(schema), "PlaceFileUpgrade: schema \(schema)")
+        // Schema 5 and this one share the pack's layout (pack version 2); 6 only added records' details.
+        let current = schema >= 5
         let (file, imageSize, database, version) = try PlaceDatabase.mapSQLitePart(path: source)
-        guard version == "4" || version == String(PlaceDatabase.schemaVersion) else {
+        guard let version, upgradableSchemas.contains(version) || version == String(PlaceDatabase.schemaVersion)
+        else {
             throw .unsupportedSchema(path: source, version: version)
         }
         let packID: String?
@@ -81,6 +86,7 @@ public enum PlaceFileUpgrade {
         let (index, areas) = try PlaceDatabase.indexes(of: pack, in: file, path: source)
         let temporary = temporaryPath(for: target)
         unlink(temporary)
+        PlaceDatabase.removeAbandonedTemporaries(of: target, marker: ".upgrading-")
         var renamed = false
         defer { if !renamed { unlink(temporary) } }  // nothing half-written is left behind
         try writeSQLitePart(UnsafeRawBufferPointer(rebasing: file.bytes[0..<imageSize]), to: temporary, schema: schema)
@@ -184,6 +190,7 @@ public enum PlaceFileUpgrade {
             let database = try Database(path: path, mode: .readWrite)
             try database.execute(
                 "UPDATE meta SET value = '\(schema)' WHERE key = 'schema_version'")
+
         } catch {
             throw PlaceDatabase.lift(error, path: path)
         }

@@ -82,6 +82,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
         temporaryPath = Self.temporaryPath(for: path)
         // A leftover of this same pid is ours by name (a crash before it could clean up).
         unlink(temporaryPath)
+        PlaceDatabase.removeAbandonedTemporaries(of: path, marker: ".new-")
         do {
             descriptor = try checkPOSIX(
                 Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644), "create")
@@ -462,6 +463,7 @@ public final class PlaceFileWriter: PlaceSink, MapFeatureSink {
                 guard let count = reader.varint(), count <= (raw.count - reader.position) / 16 else { return nil }
                 for _ in 0..<2 * count { _ = reader.double() }
             }
+            if flags & PlacePack.RecordFlag.details != 0 { guard reader.span() != nil else { return nil } }
             return (nameEnd, addressEnd, reader.position)
         }
         guard let layout else { throw .corrupt(path: path, detail: "a spilled place does not decode") }

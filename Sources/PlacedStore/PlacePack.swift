@@ -19,8 +19,9 @@ import PlacedSystem
 /// - `recordStarts`: uint32 per place and one more, each record's start in 4-byte units of `records`;
 /// - `records`: per place, 4-aligned: flags u8 (`RecordFlag`), address source u8, then varint-length
 ///   UTF-8 id and name, [address], [localized names as `LocalizedNamesCoding`], [area f64], [bounds:
-///   min lat, min lon, max lat, max lon f64], [outline: varint count, then (lat, lon) f64 pairs]; the
-///   point is the index's and the kind the `kind` column's;
+///   min lat, min lon, max lat, max lon f64], [outline: varint count, then (lat, lon) f64 pairs],
+///   [details: varint-length `PlaceDetails.encoded` text, since schema 6]; the point is the index's and
+///   the kind the `kind` column's;
 /// - `kinds`: count u32, then count + 1 uint32 offsets into the UTF-8 bytes that follow;
 /// - `areas`: `ReachIndex.serialized()` of the places with an area, members = place numbers; page-aligned,
 ///   as its deeper tiers' node blocks are pages.
@@ -46,6 +47,7 @@ enum PlacePack {
         static let area: UInt8 = 4
         static let bounds: UInt8 = 8
         static let outline: UInt8 = 16
+        static let details: UInt8 = 32
     }
 
     static let sourceCodes: [AddressSource] = [.own, .building, .nearby, .street, .none]
@@ -80,12 +82,14 @@ struct RecordEncoder {
     mutating func encode(_ place: Place) {
         let names = LocalizedNamesCoding.encode(place.localizedNames)
         let outline = place.outline.flatMap { $0.isEmpty ? nil : $0 }
+        let details = place.details.encoded
         var flags: UInt8 = 0
         if place.address != nil { flags |= PlacePack.RecordFlag.address }
         if names != nil { flags |= PlacePack.RecordFlag.names }
         if place.area != 0 { flags |= PlacePack.RecordFlag.area }
         if place.bounds != nil { flags |= PlacePack.RecordFlag.bounds }
         if outline != nil { flags |= PlacePack.RecordFlag.outline }
+        if details != nil { flags |= PlacePack.RecordFlag.details }
         bytes.append(flags)
         bytes.append(UInt8(PlacePack.sourceCode(of: place.addressSource)))
         text(place.id)
@@ -106,6 +110,7 @@ struct RecordEncoder {
                 double(c.longitude)
             }
         }
+        if let details { text(details) }
         while bytes.count % 4 != 0 { bytes.append(0) }
     }
 

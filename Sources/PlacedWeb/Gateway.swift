@@ -9,7 +9,8 @@ import PlacedSystem
 ///
 /// Routes: `GET /` the page (with a fresh token), its files and Leaflet's; `GET /events` the state
 /// as Server-Sent Events; `GET /state` the same once as JSON; `GET /map?latitude=&longitude=&radius=`
-/// the map layer around a position; `POST /select` `{"id": ...}` with the page's token.
+/// the map layer around a position; `GET /details?id=&time=` one place's details (its hours at
+/// `time`); `POST /select` `{"id": ...}` with the page's token.
 public final class Gateway {
     public static let bodyLimit = 4096
     public static let tokenHeader = "X-Placed-Token"
@@ -98,6 +99,9 @@ public final class Gateway {
             case "/map":
                 try allow(request, "GET")
                 try map(request, responder)
+            case "/details":
+                try allow(request, "GET")
+                try details(request, responder)
             case "/select":
                 try allow(request, "POST")
                 try select(request, responder)
@@ -200,12 +204,7 @@ public final class Gateway {
             "longitude": .number(try number("longitude", -180...180)),
             "radius": .number(try number("radius", 0...1000)),
         ]
-        if let language = request.query("language") {
-            guard !language.isEmpty, language.utf8.count <= 32,
-                language.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.@".contains($0)) })
-            else { throw .badRequest("language: a language code such as fi or sv-FI") }
-            parameters["language"] = .string(language)
-        }
+        try addLanguage(of: request, to: &parameters)
         upstream.call("Map", parameters) { result in
             switch result {
             case .success(let reply):
@@ -216,6 +215,40 @@ public final class Gateway {
                 // No map to draw (an older placed, a places file imported with --no-map): the page
                 // shows the places without streets.
                 responder.respond(.json(["features": .array([]), "unavailable": .string(name)]))
+            case .failure(let error):
+                responder.respond(.failure(Self.failure(error)))
+            }
+        }
+    }
+
+    private func addLanguage(of request: HTTPRequest, to parameters: inout [String: JSON]) throws(HTTPFailure) {
+        guard let language = request.query("language") else { return }
+        guard !language.isEmpty, language.utf8.count <= 32,
+            language.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.@".contains($0)) })
+        else { throw .badRequest("language: a language code such as fi or sv-FI") }
+        parameters["language"] = .string(language)
+    }
+
+    /// One place's details for the card the page shows of the selected place; `time` (RFC 3339,
+    /// placed checks it) for the hours of another day of the week.
+    private func details(_ request: HTTPRequest, _ responder: HTTPResponder) throws(HTTPFailure) {
+        guard let id = request.query("id"), !id.isEmpty, id.utf8.count <= 256 else {
+            throw .badRequest("id: a place's id, such as osm:node/123")
+        }
+        var parameters: [String: JSON] = ["id": .string(id)]
+        if let time = request.query("time") {
+            guard !time.isEmpty, time.utf8.count <= 64 else { throw .badRequest("time: an RFC 3339 instant") }
+            parameters["time"] = .string(time)
+        }
+        try addLanguage(of: request, to: &parameters)
+        upstream.call("Details", parameters) { result in
+            switch result {
+            case .success(let reply):
+                responder.respond(.json(["place": reply["place"] ?? .null]))
+            case .failure(.replied(let name, _)) where name.hasSuffix(".UnknownPlace"):
+                responder.respond(.failure(HTTPFailure(404, "unknown-place", "no place has that id")))
+            case .failure(.replied(let name, _)) where name.hasSuffix(".InvalidTime"):
+                responder.respond(.failure(.badRequest("time: an RFC 3339 instant with a zone")))
             case .failure(let error):
                 responder.respond(.failure(Self.failure(error)))
             }

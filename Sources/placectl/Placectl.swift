@@ -22,10 +22,15 @@ struct Context {
 
     /// Connects to placed where the connection options say, for a reader of `--language` or the locale.
     func client() throws -> any PlacesClient {
-        try Endpoint(arguments).connect(
+        let client = try Endpoint(arguments).connect(
             language: ReaderLanguage.chosen(
                 option: arguments.value("language"), environment: ListingCache.processEnvironment))
+        client.fields = fieldList(arguments.value("fields"))
+        return client
     }
+
+    /// The keys `--fields` asks for, to print them in that order; nil: not given.
+    var fields: [String]? { fieldList(arguments.value("fields")) }
 
     /// Prints a reply: one compact JSON document with `--json`, else the readable `text`.
     func print(_ reply: [String: JSON], readable text: @autoclosure () -> String) throws {
@@ -54,7 +59,8 @@ enum Placectl {
     static var commands: [any Command.Type] {
         [
             StatusCommand.self, PlacesCommand.self, SelectCommand.self, WatchCommand.self, HistoryCommand.self,
-            RankCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self, UpgradeCommand.self,
+            RankCommand.self, DetailsCommand.self, RefreshCommand.self, MapCommand.self, ImportCommand.self,
+            UpgradeCommand.self,
             FleetDropInCommand.self,
         ]
     }

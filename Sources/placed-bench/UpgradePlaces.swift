@@ -19,5 +19,5 @@ func runUpgradePlaces(_ arguments: [String]) throws {
 func runDowngradePlaces(_ arguments: [String]) throws {
     guard arguments.count == 2 else { throw BenchmarkUsage("downgrade-places NEW OLD") }
     try PlaceFileUpgrade.rewriteInPreviousSchema(arguments[0], to: arguments[1])
-    print("downgrade-places: \(arguments[0]) -> \(arguments[1]) (schema \(PlaceDatabase.schemaVersion - 1))")
+    print("downgrade-places: \(arguments[0]) -> \(arguments[1]) (schema 4)")
 }

@@ -19,6 +19,34 @@ private let marker: JSON = [
 ]
 
 @Suite struct OutputTests {
+    /// `details`: the open state in words first, then one aligned line per key in the interface's order;
+    /// lists joined, intervals as spans, objects as key=value.
+    @Test func detailsListTheKeysWithTheHoursInWords() throws {
+        let text =
+            #"{"place":{"id":"osm:node/1","name":"Kahvila","open_now":true,"next_change":"2026-12-07T18:00:00+02:00","#
+            + #""intervals":[{"start":"08:00","end":"12:00","state":"open"},"#
+            + #"{"start":"13:00","end":"18:00","state":"unknown"}],"#
+            + #""phone":["+358 1","+358 2"],"diet":{"vegan":"yes","halal":"no"},"likelihood":0.25}}"#
+        let reply = try #require(try JSON(parsing: Array(text.utf8)).object)
+        let lines = [
+            "open now, closes at 18:00 on 2026-12-07",
+            "id           osm:node/1",
+            "name         Kahvila",
+            "likelihood   25.0%",
+            "open_now     yes",
+            "next_change  2026-12-07T18:00:00+02:00",
+            "intervals    08:00-12:00, 13:00-18:00 (maybe)",
+            "phone        +358 1, +358 2",
+            "diet         halal=no, vegan=yes",
+        ]
+        #expect(Format.details(reply) == lines.joined(separator: "\n") + "\n")
+        #expect(
+            Format.details(reply, fields: ["phone", "id"])
+                == "open now, closes at 18:00 on 2026-12-07\nphone  +358 1, +358 2\nid     osm:node/1\n")
+        #expect(fieldList(" id , open_now,,phone ") == ["id", "open_now", "phone"])
+        #expect(fieldList(nil) == nil && fieldList("") == [])
+    }
+
     @Test func placesTableAlignsColumns() {
         let table = Format.placesTable([PlaceRecord(forum), PlaceRecord(cafe)])
         #expect(

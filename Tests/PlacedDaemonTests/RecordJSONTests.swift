@@ -34,9 +34,19 @@ import Testing
         case let .int(i): .number(Double(i))
         case let .uint(u): .number(Double(u))
         case let .bool(b): .bool(b)
+        case let .strings(items): .array(items.map(JSON.string))
         case let .record(r): expected(r)
         case let .records(rs): .array(rs.map(expected))
         }
+    }
+
+    /// A place's lists (phones, cuisines) are arrays of strings, escaped as any string is.
+    @Test func listsOfTextsAreArraysOfStrings() throws {
+        var record = Record()
+        record.set("phone", .strings(["+358 1", "a\"b\\c\n", "ä😀"]))
+        record.set("level", .strings([]))
+        try expectSame(record)
+        #expect(written(record) == #"{"level":[],"phone":["+358 1","a\"b\\c\n","ä😀"]}"#)
     }
 
     private func expectSame(_ record: Record, sourceLocation: SourceLocation = #_sourceLocation) throws {

@@ -31,6 +31,38 @@ private func rectangle(_ id: String, west: Double, south: Double, east: Double, 
 }
 
 @Suite struct PlaceCatalogTests {
+    /// A candidate read in place finds its raw opening hours in the record, after an outline or without
+    /// one, as the decoded place has them; a place without details has none.
+    @Test func aCandidateReadsItsOpeningHoursInPlace() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("places.db")
+        let hours = PlaceDetails(tags: [
+            (key: "opening_hours", value: "Mo-Fr 08:00-16:00"), (key: "payment:cash", value: "yes"),
+            (key: "phone", value: "+358 1"),
+        ])
+        var park = rectangle("osm:way/1", west: -50, south: -50, east: 50, north: 50, inside: (0, 0))
+        park.details = hours
+        let cafe = Place(
+            id: "osm:node/2", name: "Kahvila", kind: "amenity=cafe", coordinate: offset(east: 5, north: 5),
+            details: PlaceDetails(tags: [(key: "opening_hours", value: "24/7")]))
+        let shop = Place(
+            id: "osm:node/3", name: "Kauppa", kind: "shop=kiosk", coordinate: offset(east: -5, north: 5),
+            details: PlaceDetails(tags: [(key: "phone", value: "+358 2")]))
+        try PlaceDatabase.replace(
+            at: path, with: [park, cafe, shop, Place(id: "osm:node/4", name: "X", kind: "shop=x", coordinate: centre)])
+        let database = try PlaceDatabase.open(path: path)
+        let set = try database.load()
+        let priors = [RankingModel.KindPrior](
+            repeating: RankingModel.standard.prior(ofKind: ""), count: set.kinds.count + 1)
+        var seen: [String: String?] = [:]
+        for number in 0..<set.count {
+            let candidate = try #require(MappedCandidate(database, number: number, priors: priors))
+            #expect(candidate.openingHours == (try set.place(at: number)).details.openingHours)
+            seen[candidate.id] = candidate.openingHours
+        }
+        #expect(seen == ["osm:way/1": "Mo-Fr 08:00-16:00", "osm:node/2": "24/7", "osm:node/3": nil, "osm:node/4": nil])
+    }
+
     /// The catalog holds only the areas' numbers and reaches, read from the file's columns; it must still
     /// find every place whose footprint is near, in particular a large area whose point is far away.
     @Test func findsEveryFootprintWithinTheRadiusFromTheStoredReach() throws {

@@ -21,7 +21,12 @@ private let station = Place(
         Coordinate(latitude: 60.1720, longitude: 24.9400),
         Coordinate(latitude: 60.1720, longitude: 24.9430),
         Coordinate(latitude: 60.1700, longitude: 24.9400),
-    ])
+    ],
+    // Details come after the outline in a record: every reader must step over both.
+    details: PlaceDetails(tags: [
+        (key: "opening_hours", value: "Mo-Su 05:00-24:00"), (key: "wheelchair", value: "yes"),
+        (key: "website", value: "https://vr.fi"), (key: "description:sv", value: "Järnvägsstation"),
+    ]))
 
 private let kiosk = Place(
     id: "osm:node/3", name: "R-kioski", kind: "shop=kiosk",
@@ -37,7 +42,12 @@ private func syntheticPlaces(_ count: Int, seed: UInt64) -> [Place] {
             address: i % 3 == 0 ? "Street \(i)" : nil,
             coordinate: Coordinate(
                 latitude: 60.17 + random.gaussian() * 0.02, longitude: 24.94 + random.gaussian() * 0.04),
-            area: i % 5 == 0 ? Double(i) : 0)
+            area: i % 5 == 0 ? Double(i) : 0,
+            details: i % 7 == 0
+                ? PlaceDetails(tags: [
+                    (key: "opening_hours", value: "Mo-Fr 0\(i % 10):00-17:00"), (key: "phone", value: "+\(i)"),
+                ])
+                : PlaceDetails())
     }
 }
 
@@ -327,6 +337,26 @@ private func isCorrupt(_ body: () throws -> Void) -> Bool {
             try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == [
                 "current.db", "old.db", "upgraded.db",
             ])
+    }
+
+    /// A schema-5 file (the pack as now, records without details) is refused by name and upgraded in place
+    /// to this schema with the same places.
+    @Test func aSchema5FileUpgradesInPlace() throws {
+        let directory = TemporaryDirectory()
+        let current = directory.file("current.db")
+        try PlaceDatabase.replace(at: current, with: syntheticPlaces(2_000, seed: 21) + [cafe, station])
+        let path = directory.file("places.db")
+        try PlaceFileUpgrade.rewrite(current, to: path, schema: 5)
+        #expect(throws: PlaceDatabaseError.unsupportedSchema(path: path, version: "5")) {
+            _ = try PlaceDatabase.open(path: path)
+        }
+        #expect(try PlaceFileUpgrade.upgrade(inPlace: path) == .upgraded(from: "5"))
+        let upgraded = try PlaceDatabase.open(path: path).load()
+        let expected = try PlaceDatabase.open(path: current).load()
+        #expect(upgraded.count == expected.count)
+        for number in stride(from: 0, to: expected.count, by: 13) {
+            #expect(try upgraded.place(at: number) == expected.place(at: number))
+        }
     }
 
     /// `upgrade(inPlace:)`, what `placectl upgrade` runs: a schema-4 file becomes the file an import writes,

@@ -297,7 +297,7 @@ def test_introspection_is_the_shipped_xml_and_matches_the_live_object(bus, place
     # Every declared property answers with its declared type; every method exists with its signature.
     for prop in iface(shipped).iter("property"):
         assert busctl(bus, "get-property", NAME, PATH, IFACE, prop.get("name"))["type"] == prop.get("type")
-    dummy = {"u": 1, "d": 60.17, "s": "osm:node/1"}
+    dummy = {"u": 1, "d": 60.17, "s": "osm:node/1", "a{sv}": 0}
     for method in iface(shipped).iter("method"):
         types = [a.get("type") for a in method.iter("arg") if a.get("direction") == "in"]
         out = call(bus, method.get("name"), "".join(types), *[dummy[t] for t in types], check=False)

@@ -53,13 +53,20 @@ def test_import_writes_database_and_summary(existing_db, placectl_bin):
     multipolygons = re.fullmatch(r"multipolygons: (\d+) assembled, (\d+) skipped \(incomplete or rings do not close\):",
                                  lines[3])
     assert multipolygons and int(multipolygons.group(1)) > 50, lines[3]
-    skipped = lines[4:]
-    assert len(skipped) == int(multipolygons.group(2))
+    skipped = lines[4:4 + int(multipolygons.group(2))]
+    details = re.fullmatch(r"details: ([\d.]+) % of places; opening_hours: ([\d,]+), (\d+) not understood "
+                           r"\(kept raw, open_now unknown\), e.g.:", lines[4 + len(skipped)])
+    assert details, lines[4 + len(skipped)]
+    assert float(details.group(1)) > 50 and int(details.group(2).replace(",", "")) > 500, "issue 34: 545 have hours"
+    assert int(details.group(3)) * 100 <= int(details.group(2).replace(",", "")), "at least 99 % understood"
+    named = lines[5 + len(skipped):]
+    assert len(named) == min(5, int(details.group(3))) and all(re.fullmatch(r"  osm:\w+/\d+: '.+': .+", line)
+                                                                 for line in named), named
     assert all(re.fullmatch(r"  osm:relation/\d+: .+", line) for line in skipped)
     assert any(line.startswith("  osm:relation/2919185: ") for line in skipped), "Kauppatori, cut by the extract"
     with sqlite3.connect(f"file:{existing_db}?mode=ro", uri=True) as db:
         assert db.execute("select count(*) from places").fetchone()[0] == places
-        assert db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "5"
+        assert db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "6"
         assert db.execute("select count(*) from map_features").fetchone()[0] == features
         assert db.execute("select count(*) from map_bounds").fetchone()[0] == features
         sources = dict(db.execute("select address_source, count(*) from places group by 1").fetchall())
@@ -203,6 +210,27 @@ def test_an_interrupted_import_leaves_nothing_behind(existing_db, placectl_bin, 
     assert importing.wait(timeout=30) == -sent, "ended by the signal, as it would have been"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["places.db"]
     assert digest(existing_db) == before
+
+
+def test_an_import_killed_with_sigkill_is_swept_by_the_next(existing_db, placectl_bin, tmp_path):
+    # SIGKILL (or a power cut) gives an import no chance to remove its file: each one left a file as
+    # large as the places file until the disk filled. The next import removes those of dead processes
+    # and keeps one whose process still runs (pid 1 here: another import, as far as it can tell).
+    before = digest(existing_db)
+    importing = subprocess.Popen([placectl_bin, "import", HELSINKI, "--db", existing_db],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    temporary = tmp_path / ("places.db.new-%d" % importing.pid)
+    deadline = time.monotonic() + 30
+    while not temporary.exists():
+        assert importing.poll() is None and time.monotonic() < deadline, "no temporary file seen"
+        time.sleep(0.01)
+    importing.kill()
+    importing.wait(timeout=30)
+    assert temporary.exists() and digest(existing_db) == before
+    alive = tmp_path / "places.db.new-1"
+    alive.write_text("another import's work in progress")
+    assert run(placectl_bin, HELSINKI, "--db", existing_db).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.db", "places.db.new-1"]
 
 
 def test_an_import_run_under_nohup_ignores_sighup(existing_db, placectl_bin, tmp_path):

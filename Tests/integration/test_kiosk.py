@@ -252,3 +252,61 @@ def test_a_place_name_with_markup_shows_as_text(placed_bin, placed_web_bin, plac
         if browser:
             browser.quit()
         web.stop()
+
+
+def test_the_selected_place_shows_its_details(placed_bin, placed_web_bin, start_placed, tmp_path):
+    """Tapping a place selects it, and the card under it shows what placed's Details says: open now or
+    closed with the next change, the week's hours a day a row, the phone as a tel: link, the website
+    as a link, wheelchair access."""
+    scout = start_placed(directory=tmp_path / "scout")
+    with open_varlink(scout.socket) as client:
+        ranked = client.Rank(60.1699, 24.9384, 50, 20, None, ["*"])["places"]
+    rich = [p for p in ranked if p.get("opening_hours") and p.get("open_now") is not None
+            and p.get("phone") and p.get("website")]
+    assert rich, "central Helsinki has a place with hours, a phone and a website"
+    target = rich[0]
+    placed = start_placed(directory=tmp_path / "spot",
+                          static="%.7f,%.7f,5" % (target["latitude"], target["longitude"]))
+    web = kiosk.PlacedWeb(placed_web_bin, placed.socket)
+    browser = None
+    try:
+        browser = kiosk.chromium(800, 480, user_data_dir=tmp_path / "chromium")
+        kiosk.requested_urls(browser)
+        browser.get(web.url())
+        kiosk.wait_until("the list", lambda: kiosk.shown_generation(browser) == 1)
+        button = kiosk.wait_until("the place in the list", lambda: browser.execute_script(
+            "return document.querySelector('#places .place[data-id=\"' + arguments[0] + '\"]')", target["id"]))
+        button.click()
+        kiosk.wait_until("the details card", lambda: browser.execute_script(
+            "return !document.getElementById('details').hidden"))
+        with open_varlink(placed.socket) as client:
+            assert client.History(1)["markers"][0]["place"]["id"] == target["id"]
+            now = client.Details(target["id"], None, None, None)["place"]
+        card = browser.execute_script("""
+            const d = document.getElementById('details');
+            return {now: document.getElementById('details-now').textContent,
+                    open: document.getElementById('details-now').dataset.open,
+                    days: Array.from(d.querySelectorAll('#details-week tr')).map(r => r.textContent),
+                    tel: Array.from(d.querySelectorAll('a.phone')).map(a => a.getAttribute('href')),
+                    web: Array.from(d.querySelectorAll('a.website')).map(a => a.href),
+                    wheelchair: (d.querySelector('.wheelchair') || {dataset: {}}).dataset.wheelchair};""")
+        assert card["open"] == ("true" if now["open_now"] else "false")
+        assert card["now"].startswith("Open now" if now["open_now"] else "Closed")
+        assert len(card["days"]) == 7, card["days"]
+        today = ", ".join("%s–%s" % (i["start"], i["end"]) + (" ?" if i["state"] == "unknown" else "")
+                          for i in now["intervals"]) or "Closed"
+        assert card["days"][0].endswith(today), (card["days"][0], now["intervals"])
+        assert card["tel"][0] == "tel:" + "".join(c for c in now["phone"][0] if c.isdigit() or c == "+")
+        assert card["web"][0].rstrip("/") == (now["website"][0] if "://" in now["website"][0]
+                                               else "https://" + now["website"][0]).rstrip("/")
+        assert card["wheelchair"] == now.get("wheelchair")
+        popup = browser.execute_script("return document.querySelector('.leaflet-popup-content').textContent")
+        assert target["name"] in popup and card["now"] in popup, "the marker's popup shows the hours too"
+        assert kiosk.console_errors(browser) == []
+        assert kiosk.off_machine(kiosk.requested_urls(browser)) == []
+        time.sleep(0.3)
+        kiosk.keep(_screenshot(browser, tmp_path / "kiosk-details-800x480.png"), "kiosk-details-800x480.png")
+    finally:
+        if browser:
+            browser.quit()
+        web.stop()

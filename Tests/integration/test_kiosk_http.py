@@ -199,6 +199,24 @@ def test_map_answers_the_map_layers_features(gateway):
     assert features == direct and {f["properties"]["kind"] for f in features} >= {"street", "building"}
 
 
+def test_details_answers_placeds_details_and_names_bad_input(gateway):
+    # The card of the selected place: GET /details, placed's Details through placed-web.
+    with open_varlink(gateway.placed.socket) as client:
+        place = client.Current()["places"][0]
+    status, headers, body = request(gateway, "GET", "/details?id=%s&language=fi" % place["id"])
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    assert json.loads(body)["place"]["id"] == place["id"]
+    status, _, body = request(gateway, "GET", "/details?id=%s&time=2026-07-01T12:00:00.000Z" % place["id"])
+    assert status == 200 and json.loads(body)["place"]["id"] == place["id"]
+    for path, expected, name in [("/details", 400, "bad-request"), ("/details?id=", 400, "bad-request"),
+                                 ("/details?id=osm:node/1", 404, "unknown-place"),
+                                 ("/details?id=%s&time=noon" % place["id"], 400, "bad-request"),
+                                 ("/details?id=%s&language=%%3Cx%%3E" % place["id"], 400, "bad-request")]:
+        status, _, body = request(gateway, "GET", path)
+        assert (status, json.loads(body)["error"]) == (expected, name), (path, body)
+    assert request(gateway, "POST", "/details?id=" + place["id"], b"")[0] == 405
+
+
 def test_no_map_layer_is_no_features_and_says_why(placed_web_bin, placectl_bin, placed_bin, tmp_path):
     """A places file imported with --no-map: the page gets no features, a reason, and no error status."""
     from conftest import HELSINKI

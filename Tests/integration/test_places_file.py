@@ -1,4 +1,4 @@
-"""The places file (schema 5) under a running daemon: placed maps it read-only and uses it in place, so
+"""The places file (schema 6) under a running daemon: placed maps it read-only and uses it in place, so
 what happens to the file while it is mapped matters. Replaced by rename (as placectl import does), the
 daemon keeps serving the file it mapped until a Refresh switches; truncated in place, it reports the file
 damaged instead of dying of SIGBUS; written over in place, it never crashes. The disk-backed import (node

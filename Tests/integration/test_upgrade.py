@@ -1,7 +1,7 @@
 """`placectl upgrade`: a places file an older placed wrote (schema 4, made here by `placed-bench
 downgrade-places` with the older code path) is refused by placed, which names the command; the command
-rewrites it in place in schema 5 (same places, same rankings, mode kept) and refreshes the running placed.
-A file of schema 5 is left alone; a damaged or foreign file is a named error that changes nothing."""
+rewrites it in place in schema 6 (same places, same rankings, mode kept) and refreshes the running placed.
+A file of schema 6 is left alone; a damaged or foreign file is a named error that changes nothing."""
 import os
 import re
 import shutil
@@ -64,7 +64,7 @@ def test_placed_names_the_upgrade_and_the_upgrade_refreshes_it(start_placed, pla
     downgrade(bench_bin, places_db, path)
     os.chmod(path, 0o640)
     placed = start_placed("--static", "60.1699,24.9384,10", static=None)
-    placed.wait_for(r"error: cannot load the places: .* schema version 5 \(found 4\); rankings stay empty until it "
+    placed.wait_for(r"error: cannot load the places: .* schema version 6 \(found 4\); rankings stay empty until it "
                     r"is upgraded \(placectl upgrade, which refreshes placed\)")
     with placed.raw() as raw:
         assert raw.call(PLACES + ".Status")["places"] == 0
@@ -72,11 +72,11 @@ def test_placed_names_the_upgrade_and_the_upgrade_refreshes_it(start_placed, pla
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
         assert len(lines) == 2, out.stdout
-        assert lines[0].startswith("upgraded %s from schema 4 to 5 (%s places) in " % (path, f"{count:,}"))
+        assert lines[0].startswith("upgraded %s from schema 4 to 6 (%s places) in " % (path, f"{count:,}"))
         assert lines[1].startswith("refreshed: %s places, ranking " % f"{count:,}")
         assert raw.call(PLACES + ".Status")["places"] == count
         assert ranks(raw) == before, "the upgraded file ranks as the one imported"
-    assert schema(path) == "5"
+    assert schema(path) == "6"
     assert path.stat().st_mode & 0o7777 == 0o640, "the file keeps its mode"
     assert not [name for name in os.listdir(tmp_path) if "upgrading" in name], os.listdir(tmp_path)
 
@@ -87,9 +87,9 @@ def test_without_a_running_placed_the_upgrade_says_so(placectl_bin, bench_bin, p
     out = upgrade(placectl_bin, path, "--socket", tmp_path / "nobody")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1:] == ["placed is not running: it loads the upgraded database when it starts"]
-    assert schema(path) == "5"
+    assert schema(path) == "6"
     out = upgrade(placectl_bin, path, "--no-refresh")
-    assert out.returncode == 0 and out.stdout == "%s is of schema 5 already: nothing to do\n" % path
+    assert out.returncode == 0 and out.stdout == "%s is of schema 6 already: nothing to do\n" % path
 
 
 def test_a_file_of_this_schema_is_left_alone(placectl_bin, places_db, tmp_path):
@@ -98,7 +98,7 @@ def test_a_file_of_this_schema_is_left_alone(placectl_bin, places_db, tmp_path):
     before = snapshot(path)
     out = upgrade(placectl_bin, path, "--socket", tmp_path / "nobody")
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "%s is of schema 5 already: nothing to do\n" % path, "no refresh either"
+    assert out.stdout == "%s is of schema 6 already: nothing to do\n" % path, "no refresh either"
     assert snapshot(path) == before
     assert os.listdir(tmp_path) == ["places.db"]
 
@@ -125,8 +125,8 @@ def schema_3(places_db, path):
 
 @pytest.mark.parametrize("make, message", [
     (lambda bench, db, path: path.write_bytes(b"not a database" * 100), r"is not an SQLite database"),
-    (lambda bench, db, path: foreign_sqlite(path), r"is not a place database of schema version 5 \(found no meta"),
-    (lambda bench, db, path: schema_3(db, path), r"is not a place database of schema version 5 \(found 3\)"),
+    (lambda bench, db, path: foreign_sqlite(path), r"is not a place database of schema version 6 \(found no meta"),
+    (lambda bench, db, path: schema_3(db, path), r"is not a place database of schema version 6 \(found 3\)"),
     (lambda bench, db, path: truncated_old(bench, db, path), r"place database .* is damaged: "),
     (lambda bench, db, path: None, r"no place database at "),
 ])

@@ -71,7 +71,7 @@ def test_introspection_returns_the_shipped_interface(start_placed):
         with pytest.raises(varlink.InterfaceNotFound):
             service.GetInterfaceDescription("io.placed.Nothing")
     methods = {name for name, member in INTERFACE.members.items() if isinstance(member, varlink.scanner._Method)}
-    assert methods == {"Current", "Rank", "Select", "Refresh", "History", "Status", "Watch", "Map"}
+    assert methods == {"Current", "Rank", "Details", "Select", "Refresh", "History", "Status", "Watch", "Map"}
 
 
 def test_methods_answer_the_pypi_client_as_the_interface_declares(start_placed):
@@ -332,7 +332,7 @@ def test_a_places_file_placed_cannot_load_is_no_reason_to_exit(start_placed, pla
         db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     db.close()
     placed = start_placed("--static", HELSINKI_CENTER, static=None)
-    placed.wait_for(r"error: cannot load the places: .* schema version 5 \(found 4\); rankings stay empty until "
+    placed.wait_for(r"error: cannot load the places: .* schema version 6 \(found 4\); rankings stay empty until "
                     r"it is upgraded \(placectl upgrade, which refreshes placed\)")
     with placed.open() as places:
         assert places.Status()["places"] == 0

@@ -31,6 +31,9 @@ public final class Daemon: PlacesService, LocationSink {
     private var visitPlace: VisitPlaceTracker
     /// The selection made during the open visit, for its end.
     private var visitSelection: Marker?
+    /// The zone and holidays opening hours are evaluated with, and the values parsed so far.
+    public private(set) var hoursSettings: HoursSettings
+    private let openingHours = OpeningHoursCache()
 
     public private(set) var location: Fix?
     public private(set) var sourceState: SourceState = .connecting
@@ -60,6 +63,8 @@ public final class Daemon: PlacesService, LocationSink {
         // the clock goes forward.
         visits = try VisitDetector(settings: configuration.visitSettings, firstID: UInt64(Self.wallClock() * 1000))
         visitPlace = try VisitPlaceTracker(autoSelectThreshold: configuration.autoSelect)
+        hoursSettings = HoursSettings.load(configuration)
+        Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
         if selections.isReadOnly {
             Log.warning(
                 "selection log \(selections.path) is read-only: selections are refused until it is writable")
@@ -350,6 +355,35 @@ public final class Daemon: PlacesService, LocationSink {
         return features
     }
 
+    // MARK: Details
+
+    public func place(id: String, by caller: Credentials) throws(ServiceError) -> Place {
+        try authorize(caller, to: .read, "Details")
+        guard let catalog else { throw .noPlaces }
+        let found: Place?
+        do {
+            found = try catalog.place(withID: id)
+        } catch {
+            throw .storeFailed(reason: error.description)
+        }
+        guard let found else { throw .unknownPlace(id: id) }
+        return found
+    }
+
+    public func hours(of place: Place, at unixSeconds: Int) -> PlaceHours? {
+        openingHours.summary(
+            of: place, at: unixSeconds, holidays: hoursSettings.holidays, timeZone: hoursSettings.timeZone)
+    }
+
+    public var timeZone: TimeZoneRules { hoursSettings.timeZone }
+
+    /// Whether `place` is open at `unixSeconds` (nil: no hours, unparsed, or unknown then): the question a
+    /// ranker that weighs closed places asks, answered from the values parsed once.
+    public func isOpen(_ place: Place, at unixSeconds: Int) -> Bool? {
+        openingHours.isOpen(
+            place, at: unixSeconds, holidays: hoursSettings.holidays, timeZone: hoursSettings.timeZone)
+    }
+
     // MARK: Reloading
 
     /// Applies what SIGHUP applies to the core (the distance filter, the writer group, the places
@@ -379,6 +413,12 @@ public final class Daemon: PlacesService, LocationSink {
             } catch {
                 Log.error("cannot apply the new visit settings: \(error)")
             }
+        }
+        if new.timeZone != old.timeZone || new.publicHolidays != old.publicHolidays
+            || new.schoolHolidays != old.schoolHolidays
+        {
+            hoursSettings = HoursSettings.load(new)
+            Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
         }
         if new.writerGroup != old.writerGroup || new.readerGroup != old.readerGroup {
             writerGroup = UserDatabase.groupID(named: new.writerGroup)
@@ -430,7 +470,9 @@ public final class Daemon: PlacesService, LocationSink {
     /// What makes a places file that failed to load one placed loads: the upgrade for a file of the
     /// schema before (what a package upgrade leaves where its postinst could not), else a new import.
     static func remedy(for error: any Error) -> String {
-        if case .unsupportedSchema(_, PlaceFileUpgrade.upgradableSchema)? = error as? PlaceDatabaseError {
+        if case .unsupportedSchema(_, let version?)? = error as? PlaceDatabaseError,
+            PlaceFileUpgrade.upgradableSchemas.contains(version)
+        {
             return "it is upgraded (placectl upgrade, which refreshes placed)"
         }
         return "a new import (placectl import, then placectl refresh)"

@@ -48,6 +48,15 @@ public protocol PlacesService: AnyObject {
     /// draws, bounded so that one reply stays a few hundred kilobytes.
     func map(latitude: Double, longitude: Double, radius: Double, by caller: Credentials) throws(ServiceError)
         -> [MapFeature]
+
+    // Details (issue 34).
+
+    /// The place with this id, whether or not any ranking lists it.
+    func place(id: String, by caller: Credentials) throws(ServiceError) -> Place
+    /// The place's opening hours at an instant, in `timeZone`; nil when it has none or they do not parse.
+    func hours(of place: Place, at unixSeconds: Int) -> PlaceHours?
+    /// The zone opening hours are evaluated in: `TimeZone=`, else `TZ`, else /etc/localtime.
+    var timeZone: TimeZoneRules { get }
 }
 
 extension PlacesService {

@@ -9,7 +9,8 @@ import PlacedCore
 /// likelihood, attribution`; markers `place, location, time, generation, selection, automatic` (a
 /// marker's place without `address_source`); visits `id, started, ended, duration, latitude,
 /// longitude, accuracy, fixes, generation, places, place, selection, automatic`. Unknown values are
-/// left out. Every accuracy is the 95 % radius in metres.
+/// left out. Every accuracy is the 95 % radius in metres. A field mask (`FieldMask`, `PlaceRecords`)
+/// chooses a place's keys among these and its details.
 public struct Record: Equatable, Sendable {
     /// Not `indirect`: a nested record is held by its fields array, and boxing every value would
     /// cost an allocation per field.
@@ -19,6 +20,8 @@ public struct Record: Equatable, Sendable {
         case int(Int64)
         case uint(UInt64)
         case bool(Bool)
+        /// A list of texts (a place's phones, websites, cuisines).
+        case strings([String])
         case record(Record)
         case records([Record])
     }
@@ -112,4 +115,78 @@ extension Record {
         return r
     }
 
+}
+
+/// How the places of one reply are written: for a reader of `language`, with the keys `fields` asks for,
+/// opening hours evaluated at `time` (Unix seconds) in the service's zone. The standard mask writes the
+/// very record `Record.place(_:language:)` writes, so a client that asks for no fields sees no change.
+struct PlaceRecords {
+    var language: String?
+    var fields = FieldMask.standard
+    var time = 0
+    unowned let service: PlacesService
+
+    func record(_ ranked: RankedPlace) -> Record {
+        if fields.isStandard { return Record.place(ranked, language: language) }
+        return record(ranked.place, distance: ranked.distance, likelihood: ranked.likelihood)
+    }
+
+    /// A place outside any ranking (Details) has no distance or likelihood.
+    func record(_ place: Place, distance: Double? = nil, likelihood: Double? = nil) -> Record {
+        var r = Record()
+        func set(_ key: String, _ value: @autoclosure () -> Record.Value?) {
+            if fields.includes(key) { r.set(key, value()) }
+        }
+        set("id", .string(place.id))
+        set("name", .string(place.name(forLanguage: language)))
+        set("kind", .string(place.kind))
+        set("address", place.address.map(Record.Value.string))
+        set("address_source", .string(place.addressSource.rawValue))
+        set("latitude", .double(place.coordinate.latitude))
+        set("longitude", .double(place.coordinate.longitude))
+        set("distance", distance.map(Record.Value.double))
+        set("likelihood", likelihood.map(Record.Value.double))
+        set("attribution", .string(Place.attribution))
+        let details = place.details
+        guard !details.isEmpty, fields.includesDetails else { return r }
+        for key in ["wheelchair", "brand", "operator", "outdoor_seating", "takeaway", "opening_hours"] {
+            set(key, details.value(key).map(Record.Value.string))
+        }
+        set("brand_wikidata", details.value("brand:wikidata").map(Record.Value.string))
+        set("description", details.description(forLanguage: language).map(Record.Value.string))
+        for key in ["phone", "website", "email", "cuisine", "level", "internet_access"] where fields.includes(key) {
+            let items = details.list(key)
+            set(key, items.isEmpty ? nil : .strings(items))
+        }
+        set("diet", Self.object(details.diet))
+        set("payment", Self.object(details.payment))
+        if fields.needsHours, let hours = service.hours(of: place, at: time) {
+            set("open_now", hours.openNow.map(Record.Value.bool))
+            let zone = service.timeZone
+            set(
+                "next_change",
+                hours.nextChange.map { .string(RFC3339.format($0, utcOffset: zone.period(at: $0).utcOffset)) })
+            set("intervals", .records(hours.intervals.map(Self.interval)))
+        }
+        return r
+    }
+
+    /// `{"vegan": "yes"}`; nil for none.
+    private static func object(_ values: [String: String]) -> Record.Value? {
+        guard !values.isEmpty else { return nil }
+        var r = Record()
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) { r.set(key, .string(value)) }
+        return .record(r)
+    }
+
+    /// `{"start": "09:00", "end": "17:00", "state": "open"}`: wall-clock times of the day, `end` up to
+    /// `24:00`; state `open` or `unknown`, with the value's comment if it has one.
+    private static func interval(_ interval: OpeningHoursInterval) -> Record {
+        var r = Record()
+        r.set("start", .string(RFC3339.clock(minutes: interval.start)))
+        r.set("end", .string(RFC3339.clock(minutes: interval.end)))
+        r.set("state", .string(interval.state == .open ? "open" : "unknown"))
+        r.set("comment", interval.comment.map(Record.Value.string))
+        return r
+    }
 }

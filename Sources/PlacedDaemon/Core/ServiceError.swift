@@ -19,6 +19,10 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
     case tooManyFeatures(maximum: Int)
     /// The places file was imported without its map layer (`placectl import --no-map`).
     case noMapLayer
+    /// A field mask naming a field places do not have (`FieldMask`); "" for an empty mask.
+    case invalidField(String)
+    /// A time that is not an RFC 3339 instant with a zone, within `RFC3339.years`.
+    case invalidTime(String)
 
     public var name: String {
         switch self {
@@ -32,6 +36,8 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case .invalidRadius: "InvalidRadius"
         case .tooManyFeatures: "TooManyFeatures"
         case .noMapLayer: "NoMapLayer"
+        case .invalidField: "InvalidField"
+        case .invalidTime: "InvalidTime"
         }
     }
 
@@ -51,6 +57,11 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         case let .tooManyFeatures(maximum):
             "more than \(maximum) map features there: ask for a smaller radius"
         case .noMapLayer: "the places file has no map layer: import it again without --no-map"
+        case .invalidField(""): "no fields asked for: name at least one, or * for all"
+        case let .invalidField(field): "no place field is named '\(field)'"
+        case let .invalidTime(time):
+            "invalid time '\(time)': an RFC 3339 instant with a zone, such as 2026-12-06T18:30:00+02:00, "
+                + "in the years \(RFC3339.years.lowerBound) to \(RFC3339.years.upperBound)"
         }
     }
 
@@ -60,6 +71,13 @@ public enum ServiceError: Error, Equatable, CustomStringConvertible {
         let limit = limit ?? `default`
         guard (1...maximum).contains(limit) else { throw .invalidLimit(limit, maximum: maximum) }
         return limit
+    }
+
+    /// The instant a client's `time` names (nil: `now`, wall-clock seconds).
+    static func checkTime(_ text: String?, now: Double) throws(ServiceError) -> Int {
+        guard let text else { return Int(now.rounded(.down)) }
+        guard let seconds = RFC3339.parse(text) else { throw .invalidTime(String(text.prefix(64))) }
+        return seconds
     }
 
     init(_ error: SelectionError) {

@@ -79,6 +79,7 @@ final class BusAdapter: DaemonSubscriber {
         object.addMethod(
             "RankLocalized", arguments: position + [BusArgument("language", "s")], returns: [places]
         ) { call in try rank(call, try call.arguments()[4].string!) }
+        declareMethodsWithOptions(places: places)
         object.addMethod("Select", arguments: [BusArgument("id", "s")], returns: [BusArgument("marker", "a{sv}")]) {
             [unowned self] call in
             let id = try call.arguments()[0].string!
@@ -134,6 +135,105 @@ final class BusAdapter: DaemonSubscriber {
             try authorizeReading(call)
             return fleetStatus?()?.bus ?? .dictionary([:])
         }
+    }
+
+    /// The methods that take their parameters as one `a{sv}` of options (`limit` u, `language` s,
+    /// `fields` as, `time` s), as systemd's newer interfaces do: a parameter added later is one more
+    /// option, not one more method. An option the method does not take, or of another type, is
+    /// InvalidArgs.
+    private func declareMethodsWithOptions(places: BusArgument) {
+        let options = BusArgument("options", "a{sv}")
+        object.addMethod("GetPlacesWith", arguments: [options], returns: [BusArgument("generation", "t"), places]) {
+            [unowned self] call in
+            let given = try Self.options(try call.arguments()[0], allowing: ["limit", "language", "fields"])
+            let caller = try credentials(of: call)
+            let ranking = try serve { () throws in
+                let records = try placeRecords(given)
+                return (try service.current(limit: given.limit, by: caller), records)
+            }
+            return [
+                .uint64(ranking.0?.generation ?? 0),
+                .dictionaries((ranking.0?.places ?? []).map { ranking.1.record($0).busDictionary }),
+            ]
+        }
+        object.addMethod(
+            "RankWith",
+            arguments: [
+                BusArgument("latitude", "d"), BusArgument("longitude", "d"), BusArgument("accuracy", "d"), options,
+            ],
+            returns: [places]
+        ) { [unowned self] call in
+            let arguments = try call.arguments()
+            let given = try Self.options(arguments[3], allowing: ["limit", "language", "fields"])
+            let accuracy = arguments[2].double!
+            let caller = try credentials(of: call)
+            let records = try serve { try placeRecords(given) }
+            let ranked = try serve {
+                try service.rank(
+                    latitude: arguments[0].double!, longitude: arguments[1].double!,
+                    accuracy: accuracy.isNaN ? nil : accuracy, limit: given.limit, by: caller)
+            }
+            return [.dictionaries(ranked.map { records.record($0).busDictionary })]
+        }
+        object.addMethod(
+            "GetDetails", arguments: [BusArgument("id", "s"), options], returns: [BusArgument("place", "a{sv}")]
+        ) { [unowned self] call in
+            let arguments = try call.arguments()
+            let id = arguments[0].string!
+            let given = try Self.options(arguments[1], allowing: ["fields", "language", "time"])
+            let caller = try credentials(of: call)
+            let place = try serve { () throws in
+                var records = try placeRecords(given, default: .all)
+                records.time = try ServiceError.checkTime(given.time, now: service.clock.wall)
+                return records.record(try service.place(id: id, by: caller))
+            }
+            return [place.bus]
+        }
+    }
+
+    /// The options of a call, as `declareMethodsWithOptions` reads them.
+    private struct CallOptions {
+        var limit: Int?
+        var language: String?
+        var fields: [String]?
+        var time: String?
+    }
+
+    private static func options(_ value: BusValue, allowing names: [String]) throws(BusError) -> CallOptions {
+        var options = CallOptions()
+        for (key, value) in value.dictionary ?? [:] {
+            guard names.contains(key) else {
+                throw .invalidArgs("unknown option '\(key)': this method takes \(names.joined(separator: ", "))")
+            }
+            func wrongType(_ expected: String) -> BusError {
+                .invalidArgs("option '\(key)' must be of type \(expected), not \(value.signature)")
+            }
+            switch key {
+            case "limit":
+                guard let limit = value.uint32 else { throw wrongType("u") }
+                options.limit = limit == 0 ? nil : Int(limit)
+            case "language":
+                guard let language = value.string else { throw wrongType("s") }
+                options.language = language
+            case "fields":
+                guard let fields = value.strings else { throw wrongType("as") }
+                options.fields = fields
+            default:
+                guard let time = value.string else { throw wrongType("s") }
+                options.time = time
+            }
+        }
+        return options
+    }
+
+    /// How a call's places are written: its language (else Language=) and fields (else `default`).
+    private func placeRecords(_ options: CallOptions, default: FieldMask = .standard) throws(ServiceError)
+        -> PlaceRecords
+    {
+        PlaceRecords(
+            language: service.language(asked: options.language),
+            fields: try FieldMask.parse(options.fields, default: `default`),
+            time: Int(service.clock.wall.rounded(.down)), service: service)
     }
 
     /// The properties' names, as they are declared and announced.
@@ -241,6 +341,7 @@ extension Record.Value {
         case let .int(i): .int64(i)
         case let .uint(u): .uint64(u)
         case let .bool(b): .bool(b)
+        case let .strings(items): .strings(items)
         case let .record(r): r.bus
         case let .records(rs): .dictionaries(rs.map(\.busDictionary))
         }

@@ -50,6 +50,13 @@ public struct Configuration: Sendable, Equatable {
     /// The language names are given in when a client asks for none ("sv", "sv-FI", "sv_FI.UTF-8"):
     /// a place's or street's `name:<language>` tag, else its `name` tag. Empty: the `name` tags.
     public var language = ""
+    /// The zone opening hours are evaluated in (`Europe/Helsinki`, a file in /usr/share/zoneinfo, or a
+    /// path); empty: `TZ`, else /etc/localtime (`HoursSettings`).
+    public var timeZone = ""
+    /// `PublicHolidays=`, `SchoolHolidays=`: dates and date ranges (`HoursSettings.parseDays`); empty:
+    /// not known, so `PH`/`SH` rules leave the answer unknown where they would change it.
+    public var publicHolidays = ""
+    public var schoolHolidays = ""
     /// Members of this group (and root) may Select and Refresh, and read.
     public var writerGroup = "placed"
     /// Members of this group may read: the location, the rankings, the history, the markers.

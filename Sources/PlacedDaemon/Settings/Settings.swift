@@ -149,6 +149,29 @@ public enum Settings {
                 c.language = text
             }, usageShowsDefault: false),
         Setting(
+            section: "Places", key: "TimeZone", flag: "--time-zone", placeholder: "ZONE",
+            help: "zone opening hours are evaluated in, e.g. Europe/Helsinki (default: TZ, else /etc/localtime)",
+            reload: .applied, value: { $0.timeZone },
+            apply: { text, _, c throws(SettingError) in
+                if !text.isEmpty {
+                    do {
+                        _ = try HoursSettings.zone(named: text)
+                    } catch {
+                        throw .detail("\(error): a zone such as Europe/Helsinki (in /usr/share/zoneinfo), or empty")
+                    }
+                }
+                c.timeZone = text
+            }, usageShowsDefault: false),
+        Setting(
+            section: "Places", key: "PublicHolidays", flag: nil, placeholder: "",
+            help: "public holidays (PH in opening hours): YYYY-MM-DD dates and YYYY-MM-DD..YYYY-MM-DD ranges",
+            reload: .applied, value: { $0.publicHolidays }, apply: holidays(\.publicHolidays),
+            usageShowsDefault: false),
+        Setting(
+            section: "Places", key: "SchoolHolidays", flag: nil, placeholder: "",
+            help: "school holidays (SH in opening hours), as PublicHolidays", reload: .applied,
+            value: { $0.schoolHolidays }, apply: holidays(\.schoolHolidays), usageShowsDefault: false),
+        Setting(
             section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
             help: "days after which a pick counts half", reload: .applied,
             value: { Configuration.text(of: $0.learningHalfLife) }
@@ -266,6 +289,20 @@ public enum Settings {
 
     /// A path from a flag, made absolute against the working directory now, as the files require
     /// their paths to be: what placed logs and `--check-config` prints then names one file.
+    /// A holiday list's setter: its days checked now, the text kept.
+    static func holidays(_ field: WritableKeyPath<Configuration, String> & Sendable)
+        -> @Sendable (String, SettingOrigin, inout Configuration) throws(SettingError) -> Void
+    {
+        { text, _, c throws(SettingError) in
+            do throws(HoursSettingError) {
+                _ = try HoursSettings.parseDays(text)
+            } catch {
+                throw .detail(error.description)
+            }
+            c[keyPath: field] = text
+        }
+    }
+
     static func path(_ text: String, _ origin: SettingOrigin) throws(SettingError) -> String {
         guard !text.isEmpty else { throw .plain("needs a path") }
         if text.hasPrefix("/") { return text }

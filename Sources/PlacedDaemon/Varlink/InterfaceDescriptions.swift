@@ -4,23 +4,74 @@ enum InterfaceDescriptions {
         # The placed daemon: the places this device is most likely at, and the user's selections.
         interface io.placed.Places
 
-        # A place with its likelihood in the ranking it came from (0 to 1, relative within one ranking).
-        # name: in the language asked for (see Current), else the name tag; a marker's place keeps the
-        # name its selection recorded. address: its own addr:* tags, else derived; address_source says
-        # how: own, building (the building it stands in), nearby (the nearest address within 30 m),
-        # street ("near <street>") or none; absent in a marker's place, whose log keeps no source.
+        # A place, with its likelihood in the ranking it came from. Which keys a place has is its call's
+        # fields (a field mask, as Google's Places X-Goog-FieldMask): absent, the standard keys id, name,
+        # kind, address, address_source, latitude, longitude, distance, likelihood and attribution (what
+        # every place had before details; a marker's place has these but address_source); "*", every key
+        # below; else the keys named, each present when it has a value. An unknown name is InvalidField
+        # naming it; an empty list is InvalidField with field "". Details reads every key by default.
+        #   id: osm:node/123, osm:way/456 or osm:relation/789, stable across imports.
+        #   name: in the language asked for (see Current), else the name tag; a marker's place keeps the
+        #     name its selection recorded.
+        #   kind: the main OSM tag, key=value (amenity=cafe).
+        #   address: its own addr:* tags, else derived; address_source says how: own, building (the
+        #     building it stands in), nearby (the nearest address within 30 m), street ("near <street>")
+        #     or none.
+        #   latitude, longitude: a point on the place (inside an area), degrees WGS 84.
+        #   distance: metres from the ranked position to the place's footprint; likelihood: 0 to 1,
+        #     relative within one ranking. Both absent from Details, which ranks nothing.
+        #   attribution: "© OpenStreetMap contributors".
+        # Details, from the place's OSM tags (contact:* merged into the plain key; lists split on ";"):
+        #   opening_hours: the raw OSM value, kept whether or not placed understands it.
+        #   open_now: true or false at the call's time (Details' time, else now), in the device's zone
+        #     (TimeZone=, else TZ, else /etc/localtime); absent when the value does not parse or leaves the
+        #     answer unknown (a comment, an open end "18:00+", a PH or SH rule while PublicHolidays= or
+        #     SchoolHolidays= is unset, and only on the days such a holiday would change the answer).
+        #   next_change: when it next opens or closes (RFC 3339, the device's offset), within a year.
+        #   intervals: the day's open (or unknown) parts, local wall-clock start and end ("09:00",
+        #     "24:00"), state "open" or "unknown", comment if the value has one; [] when closed all day.
+        #     The three are absent when the value does not parse.
+        #   phone, website, email: lists, from the key and its contact: form.
+        #   wheelchair: yes, no, limited or designated, as tagged.
+        #   cuisine: list (pizza, coffee_shop). brand, brand_wikidata (Q-id), operator: as tagged.
+        #   level: list of floors ("0", "-1"). description: description:<language> for the language asked
+        #     for, else description. internet_access: list (wlan, terminal, no). outdoor_seating, takeaway:
+        #     yes, no, only… as tagged.
+        #   diet: diet:* tags by what (vegan: yes); payment: payment:* tags by method (cash: yes).
         type Place (
-          id: string,
-          name: string,
-          kind: string,
+          id: ?string,
+          name: ?string,
+          kind: ?string,
           address: ?string,
           address_source: ?string,
-          latitude: float,
-          longitude: float,
-          distance: float,
-          likelihood: float,
-          attribution: string
+          latitude: ?float,
+          longitude: ?float,
+          distance: ?float,
+          likelihood: ?float,
+          attribution: ?string,
+          opening_hours: ?string,
+          open_now: ?bool,
+          next_change: ?string,
+          intervals: ?[]OpeningInterval,
+          phone: ?[]string,
+          website: ?[]string,
+          email: ?[]string,
+          wheelchair: ?string,
+          cuisine: ?[]string,
+          brand: ?string,
+          brand_wikidata: ?string,
+          operator: ?string,
+          level: ?[]string,
+          description: ?string,
+          internet_access: ?[]string,
+          outdoor_seating: ?string,
+          takeaway: ?string,
+          diet: ?[string]string,
+          payment: ?[string]string
         )
+
+        # Part of a day a place is open (or may be): local wall-clock times, end up to 24:00.
+        type OpeningInterval (start: string, end: string, state: string, comment: ?string)
 
         # Where the device is, as placed last heard. accuracy: the radius in metres that holds 95 % of
         # fixes, as gpsd's eph and the W3C Geolocation API state it (every accuracy here is).
@@ -109,8 +160,8 @@ enum InterfaceDescriptions {
         # The latest ranking, and the open visit. language: the reader's, for the names: a language code
         # ("sv", "sv-FI") or a POSIX locale ("sv_FI.UTF-8"), each place's name:<language> tag when it has
         # one, else its name tag; absent or empty: placed's Language= setting; "C": the name tags. Never
-        # an error.
-        method Current(limit: ?int, language: ?string) -> (
+        # an error. fields: the keys of each place (see Place); absent: the standard keys.
+        method Current(limit: ?int, language: ?string, fields: ?[]string) -> (
           generation: int,
           stale: bool,
           location: ?Location,
@@ -119,8 +170,23 @@ enum InterfaceDescriptions {
         )
 
         # Ranks the places around a position without changing any state (a what-if query); accuracy: the
-        # 95 % radius in metres (absent: placed's default); names in language, as for Current.
-        method Rank(latitude: float, longitude: float, accuracy: ?float, limit: ?int, language: ?string) -> (places: []Place)
+        # 95 % radius in metres (absent: placed's default); names in language and keys in fields, as for
+        # Current.
+        method Rank(
+          latitude: float,
+          longitude: float,
+          accuracy: ?float,
+          limit: ?int,
+          language: ?string,
+          fields: ?[]string
+        ) -> (places: []Place)
+
+        # One place by id, whether or not a ranking lists it, with every key unless fields says otherwise
+        # (see Place); names and description in language, as for Current. time: the instant open_now,
+        # next_change and intervals are evaluated at, RFC 3339 with a zone (2026-12-06T18:30:00+02:00 or
+        # ...Z), years 1900 to 2200; absent: now. UnknownPlace when no place has the id, InvalidTime for a
+        # time without a zone, out of range or not RFC 3339.
+        method Details(id: string, fields: ?[]string, language: ?string, time: ?string) -> (place: Place)
 
         # Records that the device is at the place with this id from a recent ranking, durably.
         method Select(id: string) -> (marker: Marker)
@@ -153,8 +219,9 @@ enum InterfaceDescriptions {
 
         # With `more`: the current state first, then each ranking, marker and visit (its start and its end)
         # as it happens. language: the names of every ranking and visit on this stream, as for Current
-        # (absent: Language=, as it is set when each is sent).
-        method Watch(language: ?string) -> (
+        # (absent: Language=, as it is set when each is sent); fields: the keys of every ranking's places on
+        # this stream, as for Current (a visit's and a marker's places keep the standard keys).
+        method Watch(language: ?string, fields: ?[]string) -> (
           generation: int,
           stale: bool,
           location: ?Location,
@@ -174,6 +241,9 @@ enum InterfaceDescriptions {
         error PermissionDenied (operation: string, requirement: string)
         error StoreFailed (reason: string)
         error NoPlaces ()
+        # A fields entry that names no key of Place; "" for an empty fields list.
+        error InvalidField (field: string)
+        error InvalidTime (time: string)
         error MessageTooLarge (limit: int)
         error InvalidMessage (reason: string)
         error InternalError ()

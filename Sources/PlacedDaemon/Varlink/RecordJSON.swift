@@ -34,9 +34,13 @@ extension Record {
     private func encodeJSON(as shape: JSONShape, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "{"))
         fields.withUnsafeBufferPointer { fields in
-            for (index, prefix) in zip(shape.order, shape.prefixes) {
-                output.append(contentsOf: prefix)
-                fields[index].value.encodeJSON(into: &output)
+            shape.prefixes.withUnsafeBufferPointer { prefixes in
+                var start = 0
+                for (index, end) in zip(shape.order, shape.prefixEnds) {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: prefixes[start..<end]))
+                    fields[index].value.encodeJSON(into: &output)
+                    start = end
+                }
             }
         }
         output.append(UInt8(ascii: "}"))
@@ -47,8 +51,10 @@ extension Record {
 private struct JSONShape {
     /// The fields' indices sorted by key, stably; of a key set more than once only the last.
     var order: [Int] = []
-    /// `"key":` for the first, `,"key":` for the others.
-    var prefixes: [[UInt8]] = []
+    /// `"key":` for the first, `,"key":` for the others, one after the other; each ends at its
+    /// `prefixEnds` entry.
+    var prefixes: [UInt8] = []
+    var prefixEnds: [Int] = []
 
     init(_ record: Record) {
         let fields = record.fields
@@ -64,13 +70,16 @@ private struct JSONShape {
             }
             sorted[slot] = index
         }
+        order.reserveCapacity(sorted.count)
+        prefixEnds.reserveCapacity(sorted.count)
+        prefixes.reserveCapacity(16 * sorted.count)
         for (position, index) in sorted.enumerated()
         where position + 1 == sorted.count || fields[sorted[position + 1]].key != fields[index].key {
-            var prefix: [UInt8] = order.isEmpty ? [] : [UInt8(ascii: ",")]
-            JSON.encode(string: fields[index].key, into: &prefix)
-            prefix.append(UInt8(ascii: ":"))
+            if !order.isEmpty { prefixes.append(UInt8(ascii: ",")) }
+            JSON.encode(string: fields[index].key, into: &prefixes)
+            prefixes.append(UInt8(ascii: ":"))
             order.append(index)
-            prefixes.append(prefix)
+            prefixEnds.append(prefixes.count)
         }
     }
 }
@@ -83,6 +92,13 @@ extension Record.Value {
         case let .int(i): Self.encode(number: Double(i), into: &output)
         case let .uint(u): Self.encode(number: Double(u), into: &output)
         case let .bool(b): output.append(contentsOf: b ? "true".utf8 : "false".utf8)
+        case let .strings(items):
+            output.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                JSON.encode(string: item, into: &output)
+            }
+            output.append(UInt8(ascii: "]"))
         case let .record(r): r.encodeJSON(into: &output)
         case let .records(rs): Record.encodeJSON(array: rs, into: &output)
         }
@@ -133,6 +149,7 @@ extension Record {
             switch field.value {
             case .record(let record): size + field.key.utf8.count + record.estimatedJSONSize
             case .records(let records): size + field.key.utf8.count + records.count * 320
+            case .strings(let items): items.reduce(size + field.key.utf8.count + 2) { $0 + $1.utf8.count + 3 }
             default: size + field.key.utf8.count + 24
             }
         }

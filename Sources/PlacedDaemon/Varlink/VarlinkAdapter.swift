@@ -102,22 +102,33 @@ final class VarlinkAdapter: DaemonSubscriber {
         do {
             switch call.member {
             case "Current":
-                try call.rejectUnknownParameters(allowing: ["limit", "language"])
-                let language = try language(of: call)
+                try call.rejectUnknownParameters(allowing: ["limit", "language", "fields"])
+                let places = try placeRecords(of: call)
                 let ranking = try service.current(limit: try call.optional("limit", \.int), by: call.credentials)
-                var parameters = rankingParameters(ranking, places: true, language: language)
+                let language = places.language
+                var parameters = rankingParameters(ranking, places: places)
                 parameters.set("visit", openVisit(language: language))
                 call.reply(parameters)
             case "Rank":
-                try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "accuracy", "limit", "language"])
-                let language = try language(of: call)
+                try call.rejectUnknownParameters(
+                    allowing: ["latitude", "longitude", "accuracy", "limit", "language", "fields"])
+                let records = try placeRecords(of: call)
                 let places = try service.rank(
                     latitude: try call.required("latitude", \.double),
                     longitude: try call.required("longitude", \.double),
                     accuracy: try call.optional("accuracy", \.double), limit: try call.optional("limit", \.int),
                     by: call.credentials)
                 var parameters = Record()
-                parameters.set("places", .records(places.map { Record.place($0, language: language) }))
+                parameters.set("places", .records(places.map(records.record)))
+                call.reply(parameters)
+            case "Details":
+                try call.rejectUnknownParameters(allowing: ["id", "fields", "language", "time"])
+                let id = try call.required("id", \.string)
+                var records = try placeRecords(of: call, default: .all)
+                records.time = try ServiceError.checkTime(try call.optional("time", \.string), now: service.clock.wall)
+                let place = try service.place(id: id, by: call.credentials)
+                var parameters = Record()
+                parameters.set("place", .record(records.record(place)))
                 call.reply(parameters)
             case "Map":
                 try call.rejectUnknownParameters(allowing: ["latitude", "longitude", "radius", "language"])
@@ -152,11 +163,11 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try service.authorize(call.credentials, to: .read, "Status")
                 call.reply(statusParameters())
             case "Watch":
-                try call.rejectUnknownParameters(allowing: ["language"])
+                try call.rejectUnknownParameters(allowing: ["language", "fields"])
                 try call.requireMore()
-                let language = try language(of: call)
-                var first = rankingParameters(
-                    try service.current(limit: nil, by: call.credentials), places: true, language: language)
+                let places = try placeRecords(of: call)
+                let language = places.language
+                var first = rankingParameters(try service.current(limit: nil, by: call.credentials), places: places)
                 first.set("marker", service.marker.map { .record(.marker($0)) })
                 first.set("visit", openVisit(language: language))
                 call.reply(first, continues: true)
@@ -173,15 +184,30 @@ final class VarlinkAdapter: DaemonSubscriber {
         service.language(asked: try call.optional("language", \.string))
     }
 
+    /// How a call's places are written: its language and `fields` (absent: `default`), hours evaluated now.
+    /// A mask that names an unknown field is `InvalidField`, checked before anything else is done.
+    private func placeRecords(of call: VarlinkCall, default: FieldMask = .standard) throws -> PlaceRecords {
+        let names = try call.optional("fields") { json in
+            json.array.flatMap { items in
+                let names = items.compactMap(\.string)
+                return names.count == items.count ? names : nil
+            }
+        }
+        return PlaceRecords(
+            language: try language(of: call), fields: try FieldMask.parse(names, default: `default`),
+            time: Int(service.clock.wall.rounded(.down)), service: service)
+    }
+
     // A reply's parameters are a record too: one writer for every reply that carries records.
 
-    private func rankingParameters(_ ranking: Ranking?, places: Bool, language: String? = nil) -> Record {
+    /// `places`: how the ranking's places are written; nil: the reply carries none.
+    private func rankingParameters(_ ranking: Ranking?, places: PlaceRecords?) -> Record {
         var parameters = Record()
         parameters.set("generation", .uint(ranking?.generation ?? 0))
         parameters.set("stale", .bool(ranking?.isStale ?? false))
         parameters.set("location", service.location.map { .record(.location($0, now: service.now)) })
-        if places {
-            parameters.set("places", .records((ranking?.places ?? []).map { Record.place($0, language: language) }))
+        if let places {
+            parameters.set("places", .records((ranking?.places ?? []).map(places.record)))
         }
         return parameters
     }
@@ -219,6 +245,8 @@ final class VarlinkAdapter: DaemonSubscriber {
             ["operation": .string(operation), "requirement": .string(requirement)]
         case let .invalidRadius(radius, maximum): ["radius": .finite(radius), "maximum": .number(maximum)]
         case let .tooManyFeatures(maximum): ["maximum": .number(Double(maximum))]
+        case let .invalidField(field): ["field": .string(field)]
+        case let .invalidTime(time): ["time": .string(time)]
         case .noPlaces, .noMapLayer: [:]
         }
     }
@@ -228,24 +256,24 @@ final class VarlinkAdapter: DaemonSubscriber {
     func handle(_ event: DaemonEvent, from service: PlacesService) {
         switch event {
         case .ranked(let ranking):
-            broadcastNamed { rankingParameters(ranking, places: true, language: $0) }
+            broadcastRanking(ranking)
         case .markerPlaced(let marker):
-            var parameters = rankingParameters(service.latestRanking, places: false)
+            var parameters = rankingParameters(service.latestRanking, places: nil)
             parameters.set("marker", .record(.marker(marker)))
             broadcast(parameters)
         case .sourceChanged:
             // Watchers learn when the ranking turns stale or fresh without a new generation.
-            broadcast(rankingParameters(service.latestRanking, places: false))
+            broadcast(rankingParameters(service.latestRanking, places: nil))
         case let .visitStarted(visit, ranking):
             broadcastNamed { language in
-                var parameters = rankingParameters(service.latestRanking, places: false)
+                var parameters = rankingParameters(service.latestRanking, places: nil)
                 parameters.set(
                     "visit", .record(.visit(visit, clock: service.clock, ranking: ranking, language: language)))
                 return parameters
             }
         case let .visitEnded(visit, place, selection):
             broadcastNamed { language in
-                var parameters = rankingParameters(service.latestRanking, places: false)
+                var parameters = rankingParameters(service.latestRanking, places: nil)
                 parameters.set(
                     "visit",
                     .record(
@@ -255,6 +283,31 @@ final class VarlinkAdapter: DaemonSubscriber {
         case .located, .moved, .distanceFilterChanged:
             break
         }
+    }
+
+    /// A ranking goes to each watcher with its places written as its Watch asked (language and fields),
+    /// each group of watchers that asked alike getting one message encoded once.
+    private func broadcastRanking(_ ranking: Ranking) {
+        let time = Int(service.clock.wall.rounded(.down))
+        var groups: [RankingAudience: (records: PlaceRecords, streams: [VarlinkCall])] = [:]
+        for stream in server.openStreams(of: Self.watch) {
+            let language = service.language(asked: stream.parameters["language"]?.string)
+            // The mask was checked when the Watch began.
+            let names = stream.parameters["fields"]?.array?.compactMap(\.string)
+            let fields = (try? FieldMask.parse(names)) ?? .standard
+            let key = RankingAudience(names: language.map(LocalizedName.candidates) ?? [], fields: fields.fields)
+            groups[key, default: (PlaceRecords(language: language, fields: fields, time: time, service: service), [])]
+                .streams.append(stream)
+        }
+        for (records, streams) in groups.values {
+            server.broadcast(rankingParameters(ranking, places: records), to: streams)
+        }
+    }
+
+    /// Watchers whose rankings read the same: the name keys their language tries, and their fields.
+    private struct RankingAudience: Hashable {
+        var names: [String]
+        var fields: Set<String>?
     }
 
     private func broadcast(_ parameters: Record) {

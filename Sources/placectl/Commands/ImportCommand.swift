@@ -130,6 +130,18 @@ enum ImportCommand: Command {
         }
         lines.append(multipolygons)
         lines += skipped.map { "  \($0)" }
+        let details = extract.statistics.details
+        lines.append(
+            "details: \(share(details.placesWithDetails)) of places; opening_hours: \(details.openingHours.grouped), "
+                + "\(details.unparsedOpeningHours.grouped) not understood (kept raw, open_now unknown)"
+                + (details.unparsed.isEmpty ? "" : ", e.g.:"))
+        lines += details.unparsed.map { "  \($0)" }
+        if details.droppedValues > 0 {
+            lines.append(
+                "details dropped as longer than \(PlaceDetails.maximumValueLength) bytes: "
+                    + "\(details.droppedValues.grouped), e.g.:")
+            lines += details.dropped.map { "  \($0)" }
+        }
         return lines
     }
 }

@@ -5,10 +5,11 @@ enum RankCommand: Command {
     static let spec = CommandSpec(
         name: "rank",
         abstract: "rank the places around any position (a what-if query; changes nothing)",
-        synopsis: "LAT LON [--accuracy M] [--limit N] [--language LANG] [--json] [CONNECTION]",
+        synopsis: "LAT LON [--accuracy M] [--limit N] [--language LANG] [--fields LIST] [--json] [CONNECTION]",
         discussion: """
             Ranks the places around LAT LON (decimal degrees, WGS 84; a negative number needs no
-            '--') as placed would for a fix there, without changing its state.
+            '--') as placed would for a fix there, without changing its state. --fields as for
+            'placectl places'.
             """,
         positionals: [
             Positional("LAT", help: "latitude in degrees, -90 to 90"),
@@ -17,7 +18,7 @@ enum RankCommand: Command {
         options: [
             .value(
                 "accuracy", "M", help: "the fix's accuracy: the 95 % radius in metres (default: placed's assumption)"),
-            .limit, .language, .json,
+            .limit, .language, .fields, .json,
         ],
         sharedGroups: [Option.connectionGroup])
 
@@ -36,6 +37,6 @@ enum RankCommand: Command {
         let limit = try arguments.integer("limit")
         let reply = try context.client().rank(
             latitude: latitude, longitude: longitude, accuracy: accuracy, limit: limit)
-        try context.print(reply, readable: Format.ranked(reply))
+        try context.print(reply, readable: Format.ranked(reply, fields: context.fields))
     }
 }

@@ -11,10 +11,11 @@ enum UpgradeCommand: Command {
         abstract: "rewrite a place database of an older placed in this version's format",
         synopsis: "[--db PATH] [--no-refresh] [CONNECTION]",
         discussion: """
-            placed refuses a place database an older version wrote (schema \(PlaceDatabase.schemaVersion - 1)) and ranks
+            placed refuses a place database an older version wrote (schema 4 or 5) and ranks
             nothing until it is upgraded or imported again. This rewrites it in schema \(PlaceDatabase.schemaVersion)
-            without the extract: the same places, written beside the database, synced and renamed
-            over it with its mode and owner, so a failed upgrade leaves the database as it was.
+            without the extract: the same places (their details come with the next import),
+            written beside the database, synced and renamed over it with its mode and owner, so a
+            failed upgrade leaves the database as it was.
             Then it asks placed to refresh (as 'placectl refresh' does), unless --no-refresh; a
             placed that is not running loads the file when it starts. A database of this schema
             is left alone. The Debian package's postinst runs it on an upgrade.
