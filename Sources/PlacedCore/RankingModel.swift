@@ -40,7 +40,7 @@ public struct RankingModel: Sendable, Equatable {
     public var minimumSearchRadius: Double
     public var maximumSearchRadius: Double
     /// A place closed at the fix's time (by its opening hours, as the caller evaluates them) has its
-    /// weight multiplied by this; open or unknown, by 1. Not 0: hours in the data go
+    /// weight multiplied by this; open or unknown, by 1 (`ClosedWeight=`). Not 0: hours in the data go
     /// stale, and staff, deliveries and a look at the door happen while a place is closed.
     public var closedWeight: Double
 

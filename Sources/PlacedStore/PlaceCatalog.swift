@@ -98,11 +98,13 @@ public final class PlaceCatalog {
     /// fix (`now`: wall-clock seconds, for the picks' age).
     ///
     /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
-    /// `openState`, when given, tells by a place's number in the file (as `place(at:)` of the database
-    /// takes it) whether it is open at the fix's time; nil: unknown for every place.
+    /// `openState`, when given, tells whether a place is open at the fix's time, from its number in the
+    /// file (as `place(at:)` of the database takes it), its raw `opening_hours` (read in place, nil for
+    /// none) and its position; nil: unknown for every place.
     public func rank(
         _ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double,
-        openState: ((_ number: Int) -> OpenState)? = nil, limit: Int
+        openState: ((_ number: Int, _ openingHours: String?, _ coordinate: Coordinate) -> OpenState)? = nil,
+        limit: Int
     ) throws -> Ranking {
         let radius = ranker.searchRadius(for: fix)
         let database = placeSet.database
@@ -124,7 +126,11 @@ public final class PlaceCatalog {
         let ranking = try withExtendedLifetime(database) {
             try ranker.rank(
                 fix: fix, candidates: found, picks: picks, now: now,
-                openState: openState.map { state in { (candidate: MappedCandidate) in state(candidate.number) } },
+                openState: openState.map { state in
+                    { (candidate: MappedCandidate) in
+                        state(candidate.number, candidate.openingHours, candidate.coordinate)
+                    }
+                },
                 limit: limit)
         }
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }

@@ -175,7 +175,7 @@ func snapHoursBenchmark(_ options: SnapOptions) throws {
         for (index, trial) in trials.enumerated() {
             let ranking = try catalog.rank(
                 trial.fix, with: ranker, picks: PickMemory(), now: 0,
-                openState: { world.state(world.hoursByNumber[$0], at: trial.time) },
+                openState: { number, _, _ in world.state(world.hoursByNumber[number], at: trial.time) },
                 limit: Ranker.maximumLimit)
             rankings.append(ranking)
             if weight == RankingModel.defaultClosedWeight, !trial.hoursInReach {

@@ -102,6 +102,8 @@ import Testing
         ("[Location]\njust words\n", 2, "expected Key=value"),
         ("[Location\n", 1, "malformed section header"),
         ("[Learning]\nLearningTimeFloor=1.5\n", 2, "LearningTimeFloor=1.5"),
+        ("[Places]\nClosedWeight=0\n", 2, "ClosedWeight=0: must be a number above 0 and at most 1"),
+        ("[Places]\nClosedWeight=1.5\n", 2, "ClosedWeight=1.5"),
     ])
     func configErrorsNameFileAndLine(text: String, line: Int, message: String) {
         var c = Configuration()

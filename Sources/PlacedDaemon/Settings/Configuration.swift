@@ -57,6 +57,8 @@ public struct Configuration: Sendable, Equatable {
     /// not known, so `PH`/`SH` rules leave the answer unknown where they would change it.
     public var publicHolidays = ""
     public var schoolHolidays = ""
+    /// The ranker's factor on a place closed at the fix's time (`RankingModel.closedWeight`).
+    public var closedWeight = RankingModel.defaultClosedWeight
     /// Members of this group (and root) may Select and Refresh, and read.
     public var writerGroup = "placed"
     /// Members of this group may read: the location, the rankings, the history, the markers.

@@ -172,6 +172,15 @@ public enum Settings {
             help: "school holidays (SH in opening hours), as PublicHolidays", reload: .applied,
             value: { $0.schoolHolidays }, apply: holidays(\.schoolHolidays), usageShowsDefault: false),
         Setting(
+            section: "Places", key: "ClosedWeight", flag: nil, placeholder: "",
+            help: "factor on a place closed at the fix's time by its opening hours, above 0 and at most 1 (1: hours "
+                + "do not count)", reload: .applied, value: { Configuration.text(of: $0.closedWeight) }
+        ) { text, _, c throws(SettingError) in
+            let weight = try number(text, in: 0...1)
+            guard weight > 0 else { throw .expects("a number above 0 and at most 1") }
+            c.closedWeight = weight
+        },
+        Setting(
             section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
             help: "days after which a pick counts half", reload: .applied,
             value: { Configuration.text(of: $0.learningHalfLife) }
