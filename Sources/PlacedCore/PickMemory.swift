@@ -71,6 +71,13 @@ public struct LearningSettings: Sendable, Equatable {
     /// twice over, of the place and of the time: at its time of week a pick outweighs the spatial
     /// model sooner, and the floor keeps it from doing so at other times.
     public var timePeak: Double
+    /// > 0: how much more alike in time of week a place's picks must be than picks at random times before
+    /// its picks count by their time of week. A place's picks count `(1 − λ) × ` their age weight
+    /// `+ λ × ` their time-of-week weight, λ = clamp((C − 1) / timeConcentration, 0, 1), C the mean
+    /// kernel between two of its picks over the kernel's weekly mean (about 1 for picks at random times,
+    /// the peak's multiple of it for picks at one time of week). 0: every place's picks count by time of
+    /// week (λ = 1).
+    public var timeConcentration: Double
 
     /// Local hour at which one day's night ends and the next day begins, for weekday or weekend.
     public static let dayStartHour = 4.0
@@ -88,6 +95,9 @@ public struct LearningSettings: Sendable, Equatable {
     public static let defaultTimeOfDayWidth = 1.0
     public static let defaultOtherDayKindWeight = 0.3
     public static let defaultTimePeak = 2.5
+    /// Tuned on `placed-bench routine` and `placed-bench learn --only routine`, seed 1 (seed 2 held out): 8
+    /// keeps the routine's figures and brings places picked at random hours back to learning by place.
+    public static let defaultTimeConcentration = 8.0
 
     public init(
         halfLife: Double = LearningSettings.defaultHalfLife, strength: Double = LearningSettings.defaultStrength,
@@ -96,7 +106,8 @@ public struct LearningSettings: Sendable, Equatable {
         ladderBelief: Double = 0.2, timeFloor: Double = LearningSettings.defaultTimeFloor,
         timeOfDayWidth: Double = LearningSettings.defaultTimeOfDayWidth,
         otherDayKindWeight: Double = LearningSettings.defaultOtherDayKindWeight,
-        timePeak: Double = LearningSettings.defaultTimePeak
+        timePeak: Double = LearningSettings.defaultTimePeak,
+        timeConcentration: Double = LearningSettings.defaultTimeConcentration
     ) {
         self.halfLife = halfLife
         self.strength = strength
@@ -112,6 +123,7 @@ public struct LearningSettings: Sendable, Equatable {
         self.timeOfDayWidth = timeOfDayWidth
         self.otherDayKindWeight = otherDayKindWeight
         self.timePeak = timePeak
+        self.timeConcentration = timeConcentration
     }
 
     /// Whether a pick's time of week changes how much it counts.
@@ -125,6 +137,16 @@ public struct LearningSettings: Sendable, Equatable {
         let hours = Double(quartersApart) / 4
         let similar = exp(-hours * hours / (2 * timeOfDayWidth * timeOfDayWidth))
         return timePeak * (timeFloor + (1 - timeFloor) * similar * (sameKindOfDay ? 1 : otherDayKindWeight))
+    }
+
+    /// The mean of `timeOfWeekWeight` over the quarter hours of a week, seen from a weekday.
+    public var weeklyMeanTimeWeight: Double {
+        guard weighsTimeOfWeek else { return 1 }
+        let day = (0..<96).map { Double(min($0, 96 - $0)) }
+        return day.reduce(0) { sum, apart in
+            sum + 5 * timeOfWeekWeight(quartersApart: Int(apart), sameKindOfDay: true)
+                + 2 * timeOfWeekWeight(quartersApart: Int(apart), sameKindOfDay: false)
+        } / (7 * 96)
     }
 
     /// Quarter hours of the day between two quarter hours of the week, on the circular day: 0 ... 48.
@@ -181,6 +203,9 @@ public struct LearningSettings: Sendable, Equatable {
         if !(timeOfDayWidth > 0) || !timeOfDayWidth.isFinite { return "learning time-of-day width must be > 0" }
         if !(0...1).contains(otherDayKindWeight) { return "learning other-day-kind weight must be 0 to 1" }
         if !(timePeak >= 1) || !timePeak.isFinite { return "learning time peak must be >= 1" }
+        if !(timeConcentration >= 0) || !timeConcentration.isFinite {
+            return "learning time concentration must be >= 0"
+        }
         return nil
     }
 }
@@ -233,6 +258,7 @@ public struct PickMemory: Sendable {
     /// `settings.timeOfWeekWeight` by quarters apart (0 ... 48), on the same kind of day and then not:
     /// looked up, not computed, for each quarter of each pick near a fix.
     private let timeWeights: [Double]
+    private let weeklyMeanTimeWeight: Double
 
     private struct EntryKey: Hashable {
         var place: Int32
@@ -242,6 +268,27 @@ public struct PickMemory: Sendable {
     }
 
     private var placeIDs: [String] = []
+    /// By place number, when `settings.timeConcentration > 0`: how alike in time of week its picks are.
+    private var placeTimes: [PlaceTimes] = []
+
+    struct PlaceTimes: Sendable {
+        var quarters: [Quarter] = []
+        /// Σ w, Σ w², and Σ over pairs of distinct picks of w·w'·kernel / weekly mean (each pair twice).
+        var weight = 0.0
+        var squares = 0.0
+        var pairs = 0.0
+
+        /// λ: 1 for a place picked at one time of week, or too few times to tell (the prior: `priorPairs`
+        /// pairs as alike as `alikeAtOnce`, two picks at the same quarter hour); towards 0 for one picked
+        /// at random times.
+        func share(_ concentration: Double, alikeAtOnce: Double) -> Double {
+            let distinct = max(weight * weight - squares, 0)
+            let alike = (pairs + PlaceTimes.priorPairs * alikeAtOnce) / (distinct + PlaceTimes.priorPairs)
+            return min(max((alike - 1) / concentration, 0), 1)
+        }
+
+        static let priorPairs = 2.0
+    }
     private var placeNumbers: [String: Int32] = [:]
     private(set) var entries: [Entry] = []
     private var entryNumbers: [EntryKey: Int32] = [:]
@@ -272,6 +319,7 @@ public struct PickMemory: Sendable {
             ? [true, false].flatMap { same in
                 (0...48).map { settings.timeOfWeekWeight(quartersApart: $0, sameKindOfDay: same) }
             } : []
+        weeklyMeanTimeWeight = settings.weeklyMeanTimeWeight
         for pick in picks { insert(pick) }
         rebuild()
     }
@@ -293,6 +341,7 @@ public struct PickMemory: Sendable {
         } else {
             place = Int32(placeIDs.count)
             placeIDs.append(pick.placeID)
+            if settings.timeConcentration > 0 { placeTimes.append(PlaceTimes()) }
             placeNumbers[pick.placeID] = place
         }
         if referenceTime == nil { referenceTime = pick.time }
@@ -306,6 +355,12 @@ public struct PickMemory: Sendable {
                 entries[i].weight *= scale
                 for q in entries[i].quarters.indices { entries[i].quarters[q].weight *= scale }
             }
+            for p in placeTimes.indices {
+                placeTimes[p].weight *= scale
+                placeTimes[p].squares *= scale * scale
+                placeTimes[p].pairs *= scale * scale
+                for q in placeTimes[p].quarters.indices { placeTimes[p].quarters[q].weight *= scale }
+            }
         }
         let weight = exp2((pick.time - referenceTime!) / settings.halfLife)
         newestTime = max(newestTime, pick.time)
@@ -316,6 +371,26 @@ public struct PickMemory: Sendable {
             place: place, latitude: pick.coordinate.latitude.bitPattern,
             longitude: pick.coordinate.longitude.bitPattern, sigma: sigma.bitPattern)
         let quarter = settings.weighsTimeOfWeek ? Quarter(number: quarterOfWeek(pick.time), weight: weight) : nil
+        if let quarter, settings.timeConcentration > 0 {
+            var times = placeTimes[Int(place)]
+            let number = Int(quarter.number)
+            let weekend = LearningSettings.isWeekend(quarter: number)
+            var alike = 0.0
+            for earlier in times.quarters {
+                let other = Int(earlier.number)
+                let same = LearningSettings.isWeekend(quarter: other) == weekend
+                alike += earlier.weight * timeWeights[(same ? 0 : 49) + LearningSettings.quartersApart(other, number)]
+            }
+            times.pairs += 2 * weight * alike / weeklyMeanTimeWeight
+            times.weight += weight
+            times.squares += weight * weight
+            if let q = times.quarters.firstIndex(where: { $0.number == quarter.number }) {
+                times.quarters[q].weight += weight
+            } else {
+                times.quarters.append(quarter)
+            }
+            placeTimes[Int(place)] = times
+        }
         if let number = entryNumbers[key] {
             entries[Int(number)].weight += weight
             if let quarter {
@@ -410,7 +485,11 @@ public struct PickMemory: Sendable {
                     let apart = LearningSettings.quartersApart(number, nowQuarter)
                     weight += quarter.weight * timeWeights[same ? apart : 49 + apart]
                 }
-
+                if settings.timeConcentration > 0 {
+                    let share = placeTimes[Int(entry.place)].share(
+                        settings.timeConcentration, alikeAtOnce: timeWeights[0] / weeklyMeanTimeWeight)
+                    weight = (1 - share) * entry.weight + share * weight
+                }
             }
             found.append(
                 NearbyPick(

@@ -566,6 +566,7 @@ struct LearnOptions {
                                   [--strength A] [--kernel-scale K] [--half-life DAYS] [--ladder-steps N]
                                   [--ladder-belief P] [--global-exponent B] [--time-floor F]
                                   [--time-width H] [--time-peak P] [--other-day-kind W]
+                                  [--time-concentration K]
           --places    the extract (default: the bundled data/helsinki-center.osm.pbf)
           --seed      random seed (default 2, held out; learning was tuned on 1)
           --persons   people simulated by the routine part (default 300)
@@ -608,6 +609,7 @@ struct LearnOptions {
             case "--time-floor": settings.timeFloor = try number()
             case "--time-width": settings.timeOfDayWidth = try number()
             case "--time-peak": settings.timePeak = try number()
+            case "--time-concentration": settings.timeConcentration = try number()
             case "--other-day-kind": settings.otherDayKindWeight = try number()
             default: throw BenchmarkUsage("unknown option \(flag)\n\(Self.usageText)")
             }

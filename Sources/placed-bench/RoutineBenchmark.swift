@@ -233,10 +233,11 @@ struct RoutineOptions {
     static let usageText = """
         usage: placed-bench routine [--places FILE.osm.pbf] [--seed N] [--persons N] [--time-floor F]
                                     [--time-width HOURS] [--other-day-kind W] [--time-peak P]
+                                    [--time-concentration K]
           --places      the extract (default: the bundled data/helsinki-center.osm.pbf)
           --seed        random seed (default 2, held out; the time-of-week settings were tuned on 1)
           --persons     people simulated (default 300)
-          --time-floor, --time-width, --other-day-kind, --time-peak: override a time-of-week setting, for tuning
+          --time-floor ... --time-concentration: override a time-of-week setting, for tuning
         """
 
     init(_ arguments: [String]) throws {
@@ -259,6 +260,7 @@ struct RoutineOptions {
             case "--time-width": settings.timeOfDayWidth = try number()
             case "--other-day-kind": settings.otherDayKindWeight = try number()
             case "--time-peak": settings.timePeak = try number()
+            case "--time-concentration": settings.timeConcentration = try number()
             default: throw BenchmarkUsage("unknown option \(flag)\n\(Self.usageText)")
             }
         }

@@ -233,6 +233,7 @@ private let byPlaceOnly = LearningSettings(timeFloor: 1)
             LearningSettings(timeFloor: -0.1), LearningSettings(timeFloor: 1.5), LearningSettings(timeFloor: .nan),
             LearningSettings(timeOfDayWidth: 0), LearningSettings(timeOfDayWidth: .infinity),
             LearningSettings(otherDayKindWeight: 2), LearningSettings(timePeak: 0.5), LearningSettings(timePeak: .nan),
+            LearningSettings(timeConcentration: -1), LearningSettings(timeConcentration: .infinity),
         ] {
             #expect(throws: LearningError.self) { try PickMemory(settings: settings) }
         }
@@ -308,6 +309,31 @@ private func at(day days: Double, hour: Double) -> Double { start + days * day +
         #expect(ids(try ranker.rank(fix: fix(), candidates: street, picks: timed, now: saturdayNight)).first == "c")
         // Learning by place alone names the café at both times.
         #expect(ids(try ranker.rank(fix: fix(), candidates: street, picks: placeOnly, now: saturdayNight)).first == "b")
+    }
+
+    @Test func aPlacePickedAtRandomHoursCountsByPlaceAndOnePickedAtOneTimeByTime() throws {
+        // "b" picked 28 times, at every hour of the day over four weeks; "c" 20 times on weekday mornings.
+        let randomHours = (0..<28).map { pick("b", time: at(day: Double($0), hour: Double(($0 * 7) % 24))) }
+        let mornings = (0..<28).filter { $0 % 7 < 5 }.map { pick("c", time: at(day: Double($0), hour: 8)) }
+        let picks = (randomHours + mornings).sorted { $0.time < $1.time }
+        let now = at(day: 28, hour: 20)
+        func weights(_ settings: LearningSettings) throws -> [String: Double] {
+            let memory = try PickMemory(settings: settings, picks: picks)
+            return memory.nearby(centre, within: 50, now: now).reduce(into: [:]) {
+                $0[memory.placeID($1.place), default: 0] += $1.weight
+            }
+        }
+        let concentrated = try weights(.standard)
+        let placeOnly = try weights(byPlaceOnly)
+        var timeOnly = LearningSettings.standard
+        timeOnly.timeConcentration = 0
+        let byTime = try weights(timeOnly)
+        // On a Monday evening: "b" counts about as by place alone, where time alone would count it far less.
+        #expect(abs(concentrated["b"]! - placeOnly["b"]!) < 0.1 * placeOnly["b"]!)
+        #expect(byTime["b"]! < 0.5 * placeOnly["b"]!)
+        // "c" counts as by time alone: little on a Monday evening.
+        #expect(abs(concentrated["c"]! - byTime["c"]!) < 1e-9 * byTime["c"]!)
+        #expect(concentrated["c"]! < 0.1 * placeOnly["c"]!)
     }
 
     @Test func aFloorOfOneIsLearningByPlaceAlone() throws {
