@@ -54,6 +54,33 @@ public struct LearningSettings: Sendable, Equatable {
     public var ladderSteps: Int
     public var ladderRatio: Double
     public var ladderBelief: Double
+    /// How much a pick made at the least similar time of week counts against one made at this time of
+    /// week, 0 ... 1 (`LearningTimeFloor=`); 1 turns time-of-week weighting off. A pick made at
+    /// hour-of-day distance Δ (on the circular day) from now counts
+    ///
+    ///     peak · (floor + (1 − floor) · exp(−Δ² / 2 width²) · (same kind of day ? 1 : otherDayKindWeight))
+    ///
+    /// times its age weight, the kinds of day being weekdays and the weekend (a night belongs to the day
+    /// it began: days start at `dayStartHour`), in the time zone `PickMemory` was given.
+    public var timeFloor: Double
+    /// The kernel's width over the hours of the day, hours.
+    public var timeOfDayWidth: Double
+    /// 0 ... 1: a weekday pick seen from the weekend, or the other way round.
+    public var otherDayKindWeight: Double
+    /// ≥ 1: how much a pick made at this very time of week counts. Above 1 because a habit is evidence
+    /// twice over, of the place and of the time: at its time of week a pick outweighs the spatial
+    /// model sooner, and the floor keeps it from doing so at other times.
+    public var timePeak: Double
+    /// > 0: how much more alike in time of week a place's picks must be than picks at random times before
+    /// its picks count by their time of week. A place's picks count `(1 − λ) × ` their age weight
+    /// `+ λ × ` their time-of-week weight, λ = clamp((C − 1) / timeConcentration, 0, 1), C the mean
+    /// kernel between two of its picks over the kernel's weekly mean (about 1 for picks at random times,
+    /// the peak's multiple of it for picks at one time of week). 0: every place's picks count by time of
+    /// week (λ = 1).
+    public var timeConcentration: Double
+
+    /// Local hour at which one day's night ends and the next day begins, for weekday or weekend.
+    public static let dayStartHour = 4.0
 
     public static let defaultHalfLife = 90 * 86_400.0
     /// With the default ladder, kernel and neighbourhood, tuned on `placed-bench learn --seed 1` (seed 2
@@ -62,12 +89,25 @@ public struct LearningSettings: Sendable, Equatable {
     /// What `LearningHalfLife=` and `LearningStrength=` accept.
     public static let halfLifeRange = 86_400.0...(3_650 * 86_400.0)
     public static let strengthRange = 0.1...100.0
+    /// Tuned on `placed-bench routine --seed 1` (seed 2 held out): the largest top 1 at regular places
+    /// from day 7 that keeps one-off visits within 0.4 points of the spatial model alone.
+    public static let defaultTimeFloor = 0.01
+    public static let defaultTimeOfDayWidth = 1.0
+    public static let defaultOtherDayKindWeight = 0.3
+    public static let defaultTimePeak = 2.5
+    /// Tuned on `placed-bench routine` and `placed-bench learn --only routine`, seed 1 (seed 2 held out): 8
+    /// keeps the routine's figures and brings places picked at random hours back to learning by place.
+    public static let defaultTimeConcentration = 8.0
 
     public init(
         halfLife: Double = LearningSettings.defaultHalfLife, strength: Double = LearningSettings.defaultStrength,
         minimumNeighbourhood: Double = 40, neighbourhoodPerRadius95: Double = 2, maximumNeighbourhood: Double = 150,
         maximumNeighbours: Int = 32, kernelScale: Double = 0.85, ladderSteps: Int = 4, ladderRatio: Double = 4,
-        ladderBelief: Double = 0.2
+        ladderBelief: Double = 0.2, timeFloor: Double = LearningSettings.defaultTimeFloor,
+        timeOfDayWidth: Double = LearningSettings.defaultTimeOfDayWidth,
+        otherDayKindWeight: Double = LearningSettings.defaultOtherDayKindWeight,
+        timePeak: Double = LearningSettings.defaultTimePeak,
+        timeConcentration: Double = LearningSettings.defaultTimeConcentration
     ) {
         self.halfLife = halfLife
         self.strength = strength
@@ -79,6 +119,47 @@ public struct LearningSettings: Sendable, Equatable {
         self.ladderSteps = ladderSteps
         self.ladderRatio = ladderRatio
         self.ladderBelief = ladderBelief
+        self.timeFloor = timeFloor
+        self.timeOfDayWidth = timeOfDayWidth
+        self.otherDayKindWeight = otherDayKindWeight
+        self.timePeak = timePeak
+        self.timeConcentration = timeConcentration
+    }
+
+    /// Whether a pick's time of week changes how much it counts.
+    public var weighsTimeOfWeek: Bool { timeFloor < 1 }
+
+    /// How much a pick counts when it was made `quartersApart` quarter hours of the day from now (on the
+    /// circular day: 0 ... 48), on the same kind of day (weekday or weekend) or not: `timePeak` at the
+    /// same time, never below `timePeak × timeFloor`; 1 when time of week does not count.
+    public func timeOfWeekWeight(quartersApart: Int, sameKindOfDay: Bool) -> Double {
+        guard weighsTimeOfWeek else { return 1 }
+        let hours = Double(quartersApart) / 4
+        let similar = exp(-hours * hours / (2 * timeOfDayWidth * timeOfDayWidth))
+        return timePeak * (timeFloor + (1 - timeFloor) * similar * (sameKindOfDay ? 1 : otherDayKindWeight))
+    }
+
+    /// The mean of `timeOfWeekWeight` over the quarter hours of a week, seen from a weekday.
+    public var weeklyMeanTimeWeight: Double {
+        guard weighsTimeOfWeek else { return 1 }
+        let day = (0..<96).map { Double(min($0, 96 - $0)) }
+        return day.reduce(0) { sum, apart in
+            sum + 5 * timeOfWeekWeight(quartersApart: Int(apart), sameKindOfDay: true)
+                + 2 * timeOfWeekWeight(quartersApart: Int(apart), sameKindOfDay: false)
+        } / (7 * 96)
+    }
+
+    /// Quarter hours of the day between two quarter hours of the week, on the circular day: 0 ... 48.
+    public static func quartersApart(_ a: Int, _ b: Int) -> Int {
+        let apart = abs(a - b) % 96
+        return min(apart, 96 - apart)
+    }
+
+    /// Whether quarter hour `quarter` of the week (0 ..< 672 from Monday 00:00) falls on a Saturday or
+    /// Sunday, the day beginning at `dayStartHour`.
+    public static func isWeekend(quarter: Int) -> Bool {
+        let shifted = (quarter - Int(dayStartHour * 4) + 672) % 672
+        return shifted >= 5 * 96
     }
 
     /// The prior strengths α_k and how much each is believed before any pick is seen.
@@ -118,6 +199,13 @@ public struct LearningSettings: Sendable, Equatable {
         {
             return "learning strength ladder must have steps >= 0, ratio > 1 and belief in [0, 1)"
         }
+        if !(0...1).contains(timeFloor) { return "learning time floor must be 0 to 1" }
+        if !(timeOfDayWidth > 0) || !timeOfDayWidth.isFinite { return "learning time-of-day width must be > 0" }
+        if !(0...1).contains(otherDayKindWeight) { return "learning other-day-kind weight must be 0 to 1" }
+        if !(timePeak >= 1) || !timePeak.isFinite { return "learning time peak must be >= 1" }
+        if !(timeConcentration >= 0) || !timeConcentration.isFinite {
+            return "learning time concentration must be >= 0"
+        }
         return nil
     }
 }
@@ -144,6 +232,8 @@ public enum LearningError: Error, Equatable, CustomStringConvertible {
 /// in one pass and one appended to pick by pick give the same evidence, bit for bit.
 public struct PickMemory: Sendable {
     public let settings: LearningSettings
+    /// The device's time zone: a pick's time of week is local (`LearningSettings.timeOfWeekWeight`).
+    public let timeZone: TimeZoneRules
     /// Picks remembered (entries may hold several).
     public private(set) var count = 0
 
@@ -155,7 +245,20 @@ public struct PickMemory: Sendable {
         var place: Int32
         /// Σ 2^((t − referenceTime) / halfLife) over the entry's picks.
         var weight: Double
+        /// The same sum by the quarter hour of the week the picks were made in, when time of week counts
+        /// (`settings.weighsTimeOfWeek`); empty otherwise. A kiosk's one entry has at most 672.
+        var quarters: [Quarter] = []
     }
+
+    struct Quarter: Sendable {
+        /// Quarter hour of the local week, from Monday 00:00: 0 ..< 672.
+        var number: UInt16
+        var weight: Double
+    }
+    /// `settings.timeOfWeekWeight` by quarters apart (0 ... 48), on the same kind of day and then not:
+    /// looked up, not computed, for each quarter of each pick near a fix.
+    private let timeWeights: [Double]
+    private let weeklyMeanTimeWeight: Double
 
     private struct EntryKey: Hashable {
         var place: Int32
@@ -165,6 +268,27 @@ public struct PickMemory: Sendable {
     }
 
     private var placeIDs: [String] = []
+    /// By place number, when `settings.timeConcentration > 0`: how alike in time of week its picks are.
+    private var placeTimes: [PlaceTimes] = []
+
+    struct PlaceTimes: Sendable {
+        var quarters: [Quarter] = []
+        /// Σ w, Σ w², and Σ over pairs of distinct picks of w·w'·kernel / weekly mean (each pair twice).
+        var weight = 0.0
+        var squares = 0.0
+        var pairs = 0.0
+
+        /// λ: 1 for a place picked at one time of week, or too few times to tell (the prior: `priorPairs`
+        /// pairs as alike as `alikeAtOnce`, two picks at the same quarter hour); towards 0 for one picked
+        /// at random times.
+        func share(_ concentration: Double, alikeAtOnce: Double) -> Double {
+            let distinct = max(weight * weight - squares, 0)
+            let alike = (pairs + PlaceTimes.priorPairs * alikeAtOnce) / (distinct + PlaceTimes.priorPairs)
+            return min(max((alike - 1) / concentration, 0), 1)
+        }
+
+        static let priorPairs = 2.0
+    }
     private var placeNumbers: [String: Int32] = [:]
     private(set) var entries: [Entry] = []
     private var entryNumbers: [EntryKey: Int32] = [:]
@@ -182,11 +306,20 @@ public struct PickMemory: Sendable {
     static let pendingLimit = 32
     static let rebaseStep = 256.0
 
-    public init(settings: LearningSettings = .standard, picks: some Sequence<Pick> = [Pick]())
-        throws(LearningError)
-    {
+    /// - Parameter timeZone: the device's, where a pick's time of week is read; UTC by default.
+    public init(
+        settings: LearningSettings = .standard, timeZone: TimeZoneRules = TimeZoneRules(fixedOffset: 0),
+        picks: some Sequence<Pick> = [Pick]()
+    ) throws(LearningError) {
         if let problem = settings.problem { throw .invalidSettings(problem) }
         self.settings = settings
+        self.timeZone = timeZone
+        timeWeights =
+            settings.weighsTimeOfWeek
+            ? [true, false].flatMap { same in
+                (0...48).map { settings.timeOfWeekWeight(quartersApart: $0, sameKindOfDay: same) }
+            } : []
+        weeklyMeanTimeWeight = settings.weeklyMeanTimeWeight
         for pick in picks { insert(pick) }
         rebuild()
     }
@@ -208,6 +341,7 @@ public struct PickMemory: Sendable {
         } else {
             place = Int32(placeIDs.count)
             placeIDs.append(pick.placeID)
+            if settings.timeConcentration > 0 { placeTimes.append(PlaceTimes()) }
             placeNumbers[pick.placeID] = place
         }
         if referenceTime == nil { referenceTime = pick.time }
@@ -217,7 +351,16 @@ public struct PickMemory: Sendable {
             let steps = (ahead / Self.rebaseStep).rounded(.down)
             referenceTime! += steps * Self.rebaseStep * settings.halfLife
             let scale = exp2(-steps * Self.rebaseStep)
-            for i in entries.indices { entries[i].weight *= scale }
+            for i in entries.indices {
+                entries[i].weight *= scale
+                for q in entries[i].quarters.indices { entries[i].quarters[q].weight *= scale }
+            }
+            for p in placeTimes.indices {
+                placeTimes[p].weight *= scale
+                placeTimes[p].squares *= scale * scale
+                placeTimes[p].pairs *= scale * scale
+                for q in placeTimes[p].quarters.indices { placeTimes[p].quarters[q].weight *= scale }
+            }
         }
         let weight = exp2((pick.time - referenceTime!) / settings.halfLife)
         newestTime = max(newestTime, pick.time)
@@ -227,12 +370,54 @@ public struct PickMemory: Sendable {
         let key = EntryKey(
             place: place, latitude: pick.coordinate.latitude.bitPattern,
             longitude: pick.coordinate.longitude.bitPattern, sigma: sigma.bitPattern)
+        let quarter = settings.weighsTimeOfWeek ? Quarter(number: quarterOfWeek(pick.time), weight: weight) : nil
+        if let quarter, settings.timeConcentration > 0 {
+            var times = placeTimes[Int(place)]
+            let number = Int(quarter.number)
+            let weekend = LearningSettings.isWeekend(quarter: number)
+            var alike = 0.0
+            for earlier in times.quarters {
+                let other = Int(earlier.number)
+                let same = LearningSettings.isWeekend(quarter: other) == weekend
+                alike += earlier.weight * timeWeights[(same ? 0 : 49) + LearningSettings.quartersApart(other, number)]
+            }
+            times.pairs += 2 * weight * alike / weeklyMeanTimeWeight
+            times.weight += weight
+            times.squares += weight * weight
+            if let q = times.quarters.firstIndex(where: { $0.number == quarter.number }) {
+                times.quarters[q].weight += weight
+            } else {
+                times.quarters.append(quarter)
+            }
+            placeTimes[Int(place)] = times
+        }
         if let number = entryNumbers[key] {
             entries[Int(number)].weight += weight
+            if let quarter {
+                if let q = entries[Int(number)].quarters.firstIndex(where: { $0.number == quarter.number }) {
+                    entries[Int(number)].quarters[q].weight += weight
+                } else {
+                    entries[Int(number)].quarters.append(quarter)
+                }
+            }
             return
         }
         entryNumbers[key] = Int32(entries.count)
-        entries.append(Entry(coordinate: pick.coordinate, sigma: sigma, place: place, weight: weight))
+        entries.append(
+            Entry(
+                coordinate: pick.coordinate, sigma: sigma, place: place, weight: weight,
+                quarters: quarter.map { [$0] } ?? []))
+    }
+
+    /// The local quarter hour of the week at `time` (Unix seconds), from Monday 00:00: 0 ..< 672; 0 for
+    /// a time no clock shows.
+    func quarterOfWeek(_ time: Double) -> UInt16 {
+        guard abs(time) < 1e13 else { return 0 }
+        let whole = Int(time.rounded(.down))
+        // 1970-01-01 was a Thursday: three days after a Monday.
+        let local = whole + timeZone.period(at: whole).utcOffset + 3 * 86_400
+        let week = 7 * 86_400
+        return UInt16(((local % week + week) % week) / 900)
     }
 
     private mutating func rebuild() {
@@ -250,7 +435,8 @@ public struct PickMemory: Sendable {
         public var distance: Double
         /// σ of the fix they were made at, metres; nil when it stated none.
         public var sigma: Double?
-        /// How much the picks count at the query's time: 1 for one pick made then, halving every half-life.
+        /// How much the picks count at the query's time: 1 for one pick made then, halving every
+        /// half-life, and times `LearningSettings.timeOfWeekWeight` of when each was made.
         public var weight: Double
     }
 
@@ -286,13 +472,30 @@ public struct PickMemory: Sendable {
         if scratch.count > limit { scratch.removeLast(scratch.count - limit) }
         let age = max(now.isFinite ? now : newestTime, newestTime) - referenceTime
         let factor = exp2(-age / settings.halfLife)
+        let nowQuarter = settings.weighsTimeOfWeek ? Int(quarterOfWeek(now.isFinite ? now : newestTime)) : 0
+        let nowIsWeekend = LearningSettings.isWeekend(quarter: nowQuarter)
         for neighbor in scratch {
             let entry = entries[neighbor.index]
+            var weight = entry.weight
+            if settings.weighsTimeOfWeek {
+                weight = 0
+                for quarter in entry.quarters {
+                    let number = Int(quarter.number)
+                    let same = LearningSettings.isWeekend(quarter: number) == nowIsWeekend
+                    let apart = LearningSettings.quartersApart(number, nowQuarter)
+                    weight += quarter.weight * timeWeights[same ? apart : 49 + apart]
+                }
+                if settings.timeConcentration > 0 {
+                    let share = placeTimes[Int(entry.place)].share(
+                        settings.timeConcentration, alikeAtOnce: timeWeights[0] / weeklyMeanTimeWeight)
+                    weight = (1 - share) * entry.weight + share * weight
+                }
+            }
             found.append(
                 NearbyPick(
                     place: entry.place, coordinate: entry.coordinate, distance: neighbor.distance,
                     sigma: entry.sigma.isNaN ? nil : entry.sigma,
-                    weight: entry.weight * factor))
+                    weight: weight * factor))
         }
     }
 }

@@ -9,6 +9,9 @@ public final class OpeningHoursCache {
     public static let defaultLimit = 4096
     private var parsed: [String: Result<OpeningHours, OpeningHoursError>] = [:]
     private let limit: Int
+    /// `rankingState`'s answers by raw value, for the minute `statesMinute`.
+    private var states: [String: OpenState] = [:]
+    private var statesMinute = Int.min
 
     public init(limit: Int = OpeningHoursCache.defaultLimit) { self.limit = max(1, limit) }
 
@@ -48,6 +51,33 @@ public final class OpeningHoursCache {
         case .unknown: return nil
         }
     }
+
+    /// The ranker's answer for a candidate: `isOpen` as an `OpenState`, remembered by raw value for the
+    /// minute `unixSeconds` falls in, so a ranking evaluates each distinct value once and the next fix
+    /// in that minute none. The position only moves sunrise and sunset, by seconds over the few
+    /// kilometres of one ranking's reach, so the first candidate's answer serves the others.
+    public func rankingState(
+        _ raw: String, at coordinate: Coordinate, unixSeconds: Int, holidays: HolidayCalendar, timeZone: TimeZoneRules
+    ) -> OpenState {
+        let minute = unixSeconds >= 0 ? unixSeconds / 60 : (unixSeconds - 59) / 60
+        if minute != statesMinute {
+            states.removeAll(keepingCapacity: true)
+            statesMinute = minute
+        }
+        if let known = states[raw] { return known }
+        let state: OpenState =
+            switch isOpen(raw, at: coordinate, unixSeconds: unixSeconds, holidays: holidays, timeZone: timeZone) {
+            case true?: .open
+            case false?: .closed
+            case nil: .unknown
+            }
+        if states.count >= limit { states.removeAll(keepingCapacity: true) }
+        states[raw] = state
+        return state
+    }
+
+    /// Forgets the remembered states: when the zone or the holidays change.
+    public func forgetStates() { states.removeAll() }
 
     /// The hours of `place` at `unixSeconds` as records show them; nil when it has none or they do not
     /// parse.

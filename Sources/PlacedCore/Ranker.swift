@@ -4,6 +4,10 @@
     import Darwin
 #endif
 
+/// Whether a place is open at a fix's time, by its opening hours: the caller evaluates them
+/// (`OpeningHours.status(at:in:)`), `.unknown` where a place has none or they do not say.
+public typealias OpenState = OpeningHoursRule.State
+
 /// One place of a ranking.
 public struct RankedPlace: Sendable, Equatable {
     public var place: Place
@@ -86,7 +90,7 @@ public enum RankingError: Error, Equatable, CustomStringConvertible {
 ///     r_i  extent: √(area/π) for an area, the kind's point extent for a point
 ///     s_i² = σ² + (r_i/2)²
 ///     L_i  = exp(−d_i² / 2s_i²) / (2π s_i²)
-///     w_i  = weight(kind_i) · (1 + selections_i)^β
+///     w_i  = weight(kind_i) · (1 + selections_i)^β · (closed_i ? c : 1)
 ///     L_0  = 1 / (πR²),  w_0 = w₀(speed)
 ///     likelihood_i = w_i L_i / (w_0 L_0 + Σ_j w_j L_j)
 ///
@@ -115,12 +119,17 @@ public struct Ranker: Sendable {
     ///   client asking for 0 or 1000 places has a bug worth seeing.
     /// - Returns: a ranking with generation 0 (publish it with `RankingHistory`). Nothing near is an
     ///   empty list with `noneLikelihood` 1, not an error.
+    ///
+    /// - Parameter openState: whether a candidate is open at the fix's time, by its opening hours; nil (the
+    ///   default) is unknown for every candidate, which leaves the ranking as if no place had hours. A
+    ///   closed place's weight is multiplied by `model.closedWeight`.
     public func rank<Candidates: Sequence>(
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:],
-        limit: Int = defaultLimit
+        openState: ((Candidates.Element) -> OpenState)? = nil, limit: Int = defaultLimit
     ) throws(RankingError) -> Ranking where Candidates.Element: RankingCandidate {
         try Self.validate(fix: fix, limit: limit)
-        var scored = spatialLikelihoods(fix: fix, candidates: candidates, selectionCounts: selectionCounts)
+        var scored = spatialLikelihoods(
+            fix: fix, candidates: candidates, selectionCounts: selectionCounts, openState: openState)
         return finish(fix: fix, &scored, limit: limit)
     }
 
@@ -150,13 +159,16 @@ public struct Ranker: Sendable {
     /// a place this list does not hold. Every value stays in [0, 1], the candidates and "none" still sum
     /// to 1, and the result is deterministic.
     ///
-    /// - Parameter now: wall-clock seconds since the Unix epoch, the time the picks' ages are taken at.
+    /// - Parameter now: wall-clock seconds since the Unix epoch, the time the picks' ages and times of
+    ///   week are taken at.
+    /// - Parameter openState: as for the spatial model alone.
     public func rank<Candidates: Sequence>(
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int] = [:], picks: PickMemory, now: Double,
-        limit: Int = defaultLimit
+        openState: ((Candidates.Element) -> OpenState)? = nil, limit: Int = defaultLimit
     ) throws(RankingError) -> Ranking where Candidates.Element: RankingCandidate {
         try Self.validate(fix: fix, limit: limit)
-        var scored = spatialLikelihoods(fix: fix, candidates: candidates, selectionCounts: selectionCounts)
+        var scored = spatialLikelihoods(
+            fix: fix, candidates: candidates, selectionCounts: selectionCounts, openState: openState)
         let evidence = learn(from: picks, fix: fix, now: now, &scored)
         var ranking = finish(fix: fix, &scored, limit: limit)
         ranking.evidence = evidence
@@ -166,7 +178,8 @@ public struct Ranker: Sendable {
     /// The candidates within R with their spatial likelihoods (the last element: "none of these"),
     /// in a canonical order so no sum depends on the order the candidates came in.
     private func spatialLikelihoods<Candidates: Sequence>(
-        fix: Fix, candidates: Candidates, selectionCounts: [String: Int]
+        fix: Fix, candidates: Candidates, selectionCounts: [String: Int],
+        openState: ((Candidates.Element) -> OpenState)?
     ) -> Scored<Candidates.Element>.List where Candidates.Element: RankingCandidate {
         let sigma = model.sigma(accuracy: fix.accuracy)
         let variance = sigma * sigma
@@ -188,6 +201,8 @@ public struct Ranker: Sendable {
             if beta > 0, !selectionCounts.isEmpty, let count = selectionCounts[place.id], count > 0 {
                 weight *= pow(1 + Double(count), beta)
             }
+            // Asked only of the candidates within R: evaluating opening hours is the costly part.
+            if let openState, openState(place) == .closed { weight *= model.closedWeight }
             let density = exp(-distance * distance / (2 * s2)) / (2 * .pi * s2)
             scored.append(Scored(candidate: place, distance: distance, extent: extent, score: weight * density))
         }

@@ -98,9 +98,14 @@ public final class PlaceCatalog {
     /// fix (`now`: wall-clock seconds, for the picks' age).
     ///
     /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
+    /// `openState`, when given, tells whether a place is open at the fix's time, from its number in the
+    /// file (as `place(at:)` of the database takes it), its raw `opening_hours` (read in place, nil for
+    /// none) and its position; nil: unknown for every place (own places have no hours: unknown).
     /// `own`: the own places near the fix (`OwnPlaceIndex.candidates`), ranked with the file's.
     public func rank(
-        _ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double, limit: Int, own: [OwnSite] = []
+        _ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double,
+        openState: ((_ number: Int, _ openingHours: String?, _ coordinate: Coordinate) -> OpenState)? = nil,
+        limit: Int, own: [OwnSite] = []
     ) throws -> Ranking {
         let radius = ranker.searchRadius(for: fix)
         let database = placeSet.database
@@ -121,7 +126,15 @@ public final class PlaceCatalog {
         placeSet.areaIndex.members(within: radius, of: fix.coordinate, into: &areaMembers, scratch: &neighbours)
         for member in areaMembers { try add(Int(member)) }
         let ranking = try withExtendedLifetime(database) {
-            try ranker.rank(fix: fix, candidates: found, picks: picks, now: now, limit: limit)
+            try ranker.rank(
+                fix: fix, candidates: found, picks: picks, now: now,
+                openState: openState.map { state in
+                    { (candidate: CatalogCandidate) in
+                        guard case .mapped(let place) = candidate else { return .unknown }
+                        return state(place.number, place.openingHours, place.coordinate)
+                    }
+                },
+                limit: limit)
         }
         if placeSet.isDamaged { throw PlaceDatabaseError.corrupt(path: path, detail: PlaceDatabase.shrunk) }
         countQuery(at: fix.coordinate)

@@ -564,13 +564,16 @@ struct LearnOptions {
     static let usageText = """
         usage: placed-bench learn [--places FILE.osm.pbf] [--seed N] [--persons N] [--visits N] [--only PART]
                                   [--strength A] [--kernel-scale K] [--half-life DAYS] [--ladder-steps N]
-                                  [--ladder-belief P] [--global-exponent B]
+                                  [--ladder-belief P] [--global-exponent B] [--time-floor F]
+                                  [--time-width H] [--time-peak P] [--other-day-kind W]
+                                  [--time-concentration K]
           --places    the extract (default: the bundled data/helsinki-center.osm.pbf)
           --seed      random seed (default 2, held out; learning was tuned on 1)
           --persons   people simulated by the routine part (default 300)
           --visits    visits of the calibration stream, and fixes timed (default 20000)
           --only      picks, routine, calibration or time (repeatable; default all)
-          --strength ... --global-exponent: override a learning setting or the global count prior, for tuning
+          --strength ... --other-day-kind: override a learning setting or the global count prior, for tuning
+                      (--time-floor 1: learning by place only, as before time-of-week weighting)
         """
 
     init(_ arguments: [String]) throws {
@@ -603,6 +606,11 @@ struct LearnOptions {
             case "--ladder-belief": settings.ladderBelief = try number()
             case "--neighbours": settings.maximumNeighbours = try count()
             case "--minimum-neighbourhood": settings.minimumNeighbourhood = try number()
+            case "--time-floor": settings.timeFloor = try number()
+            case "--time-width": settings.timeOfDayWidth = try number()
+            case "--time-peak": settings.timePeak = try number()
+            case "--time-concentration": settings.timeConcentration = try number()
+            case "--other-day-kind": settings.otherDayKindWeight = try number()
             default: throw BenchmarkUsage("unknown option \(flag)\n\(Self.usageText)")
             }
         }

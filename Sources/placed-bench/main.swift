@@ -14,7 +14,11 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
         "map", "map layer: query around random points, Map reply size, placectl map to SVG and PNG; kB/km²",
         runMapBenchmark
     ),
-    ("snap", "ranker top-1/top-5 vs nearest and HA zone at accuracy 5/15/30 m; time per fix", snapBenchmark),
+    (
+        "snap",
+        "ranker top-1/top-5 vs nearest and HA zone at accuracy 5/15/30 m; time per fix; --hours: the closed factor",
+        snapBenchmark
+    ),
     ("index", "within-250 m query p50/p99: packed kd-tree beside SQLite R*Tree, 1 M and 5 M places", runIndexBenchmark),
     ("load", "start-up: open + load 1 M places (ms, RSS) in a fresh process", runLoadBenchmark),
     ("json", "JSON encode/parse of a 20-place Watch reply beside Foundation", jsonBenchmark),
@@ -22,6 +26,10 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
     (
         "learn", "learning from picks: picks-to-first, routine month, calibration, time with 10,000 picks",
         learnBenchmark
+    ),
+    (
+        "routine", "time-of-week learning: a month of regular places at regular times and one-off visits",
+        routineBenchmark
     ),
     (
         "synthesize", "write a synthetic .osm.pbf (--shape city|countryside --places N --out FILE), for bench/big.py",

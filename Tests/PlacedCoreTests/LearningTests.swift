@@ -33,6 +33,10 @@ private let street = [cafe("a", east: 4), cafe("b", east: -14), cafe("c", east: 
 
 private func ids(_ ranking: Ranking) -> [String] { ranking.places.map(\.place.id) }
 
+/// Learning by place alone, as before time of week counted: for the tests of what a pick's place,
+/// position and age do.
+private let byPlaceOnly = LearningSettings(timeFloor: 1)
+
 @Suite struct LearningTests {
     let ranker = try! Ranker()
 
@@ -45,7 +49,9 @@ private func ids(_ ranking: Ranking) -> [String] { ranking.places.map(\.place.id
             #expect(learned.places.first?.place.id == target, "one pick of \(target) here")
             let before = try #require(spatial.places.first { $0.place.id == target }).likelihood
             #expect(learned.places[0].likelihood > before)
-            #expect(learned.evidence > 0.99 && learned.evidence <= 1)
+            // An hour later on the same day: the time-of-week weight of 4 quarter hours apart.
+            let weight = LearningSettings.standard.timeOfWeekWeight(quartersApart: 4, sameKindOfDay: true)
+            #expect(learned.evidence > 0.99 * weight && learned.evidence <= weight)
         }
     }
 
@@ -73,7 +79,7 @@ private func ids(_ ranking: Ranking) -> [String] { ranking.places.map(\.place.id
     }
 
     @Test func picksFadeWithTheirHalfLife() throws {
-        let memory = try PickMemory(picks: [pick("b")])
+        let memory = try PickMemory(settings: byPlaceOnly, picks: [pick("b")])
         let halfLife = LearningSettings.standard.halfLife
         var previous = Double.infinity
         for halfLives in [0.0, 1, 2, 5, 20] {
@@ -194,9 +200,13 @@ private func ids(_ ranking: Ranking) -> [String] { ranking.places.map(\.place.id
         #expect(memory.entries.count == 2)
         let ranking = try ranker.rank(fix: fix(), candidates: street, picks: memory, now: start + 1_000)
         #expect(ids(ranking).prefix(2) == ["b", "c"])
-        #expect(abs(ranking.evidence - 1_000) < 1)
+        // "b" was picked in the quarter hour before now's, "c" in now's.
+        let settings = LearningSettings.standard
+        let wb = settings.timeOfWeekWeight(quartersApart: 1, sameKindOfDay: true)
+        let wc = settings.timeOfWeekWeight(quartersApart: 0, sameKindOfDay: true)
+        #expect(abs(ranking.evidence - (900 * wb + 100 * wc)) < 1)
         let b = ranking.places[0].likelihood, c = ranking.places[1].likelihood
-        #expect(abs(b / c - 9) < 0.1)
+        #expect(abs(b / c - 9 * wb / wc) < 0.1)
     }
 
     @Test func atMostTheNearestPicksCount() throws {
@@ -215,6 +225,17 @@ private func ids(_ ranking: Ranking) -> [String] { ranking.places.map(\.place.id
         #expect(throws: LearningError.self) { try PickMemory(settings: LearningSettings(strength: .nan)) }
         #expect(throws: LearningError.self) {
             try PickMemory(settings: LearningSettings(minimumNeighbourhood: 200, maximumNeighbourhood: 100))
+        }
+    }
+
+    @Test func invalidTimeOfWeekSettingsAreNamed() {
+        for settings in [
+            LearningSettings(timeFloor: -0.1), LearningSettings(timeFloor: 1.5), LearningSettings(timeFloor: .nan),
+            LearningSettings(timeOfDayWidth: 0), LearningSettings(timeOfDayWidth: .infinity),
+            LearningSettings(otherDayKindWeight: 2), LearningSettings(timePeak: 0.5), LearningSettings(timePeak: .nan),
+            LearningSettings(timeConcentration: -1), LearningSettings(timeConcentration: .infinity),
+        ] {
+            #expect(throws: LearningError.self) { try PickMemory(settings: settings) }
         }
     }
 
@@ -243,5 +264,119 @@ private func ids(_ ranking: Ranking) -> [String] { ranking.places.map(\.place.id
         // P(r <= k σ) = 1 − exp(−k²/2) for a circular normal error.
         let k = Fix.radius95PerSigma
         #expect(abs((1 - exp(-k * k / 2)) - 0.95) < 0.0002)
+    }
+}
+
+/// Monday 2026-01-05 00:00 UTC plus `days` and `hours`.
+private func at(day days: Double, hour: Double) -> Double { start + days * day + hour * 3_600 }
+
+@Suite struct TimeOfWeekLearningTests {
+    let ranker = try! Ranker()
+    let settings = LearningSettings.standard
+
+    @Test func aPickCountsMostAtItsOwnTimeOfWeekAndNeverBelowTheFloor() throws {
+        let memory = try PickMemory(picks: [pick("b", time: at(day: 0, hour: 8))])
+        func weight(_ time: Double) -> Double {
+            let ageless = exp2((time - at(day: 0, hour: 8)) / settings.halfLife)
+            return memory.nearby(centre, within: 50, now: time)[0].weight * ageless
+        }
+        let peak = settings.timePeak
+        #expect(abs(weight(at(day: 7, hour: 8)) - peak) < 1e-9, "a week later, same time")
+        #expect(abs(weight(at(day: 2, hour: 8)) - peak) < 1e-9, "another weekday, same time")
+        let saturday = weight(at(day: 5, hour: 8))
+        #expect(
+            abs(saturday - peak * (settings.timeFloor + (1 - settings.timeFloor) * settings.otherDayKindWeight)) < 1e-9)
+        let evening = weight(at(day: 0, hour: 20))
+        #expect(evening > peak * settings.timeFloor * (1 - 1e-9) && evening < peak * settings.timeFloor * 1.001)
+        // Farther in the day, less; the day is a circle (07:00 and 09:00 alike, 23:00 as near as 17:00).
+        #expect(weight(at(day: 1, hour: 9)) < peak && weight(at(day: 1, hour: 10)) < weight(at(day: 1, hour: 9)))
+        #expect(abs(weight(at(day: 1, hour: 7)) - weight(at(day: 1, hour: 9))) < 1e-12)
+    }
+
+    @Test func theCafePickedOnWeekdayMorningsWinsThenAndNotOnSaturdayNight() throws {
+        // "a" is first by the spatial model; "b" is the café picked on weekday mornings for three
+        // weeks, "c" the bar picked on four Saturday nights.
+        var picks: [Pick] = []
+        for week in 0..<3 {
+            for weekday in 0..<5 { picks.append(pick("b", time: at(day: Double(7 * week + weekday), hour: 8))) }
+        }
+        for week in 0..<4 { picks.append(pick("c", time: at(day: Double(7 * week + 5), hour: 23))) }
+        picks.sort { $0.time < $1.time }
+        let timed = try PickMemory(picks: picks)
+        let placeOnly = try PickMemory(settings: byPlaceOnly, picks: picks)
+        let mondayMorning = at(day: 28, hour: 8.25), saturdayNight = at(day: 33, hour: 23)
+        #expect(ids(try ranker.rank(fix: fix(), candidates: street, picks: timed, now: mondayMorning)).first == "b")
+        #expect(ids(try ranker.rank(fix: fix(), candidates: street, picks: timed, now: saturdayNight)).first == "c")
+        // Learning by place alone names the café at both times.
+        #expect(ids(try ranker.rank(fix: fix(), candidates: street, picks: placeOnly, now: saturdayNight)).first == "b")
+    }
+
+    @Test func aPlacePickedAtRandomHoursCountsByPlaceAndOnePickedAtOneTimeByTime() throws {
+        // "b" picked 28 times, at every hour of the day over four weeks; "c" 20 times on weekday mornings.
+        let randomHours = (0..<28).map { pick("b", time: at(day: Double($0), hour: Double(($0 * 7) % 24))) }
+        let mornings = (0..<28).filter { $0 % 7 < 5 }.map { pick("c", time: at(day: Double($0), hour: 8)) }
+        let picks = (randomHours + mornings).sorted { $0.time < $1.time }
+        let now = at(day: 28, hour: 20)
+        func weights(_ settings: LearningSettings) throws -> [String: Double] {
+            let memory = try PickMemory(settings: settings, picks: picks)
+            return memory.nearby(centre, within: 50, now: now).reduce(into: [:]) {
+                $0[memory.placeID($1.place), default: 0] += $1.weight
+            }
+        }
+        let concentrated = try weights(.standard)
+        let placeOnly = try weights(byPlaceOnly)
+        var timeOnly = LearningSettings.standard
+        timeOnly.timeConcentration = 0
+        let byTime = try weights(timeOnly)
+        // On a Monday evening: "b" counts about as by place alone, where time alone would count it far less.
+        #expect(abs(concentrated["b"]! - placeOnly["b"]!) < 0.1 * placeOnly["b"]!)
+        #expect(byTime["b"]! < 0.5 * placeOnly["b"]!)
+        // "c" counts as by time alone: little on a Monday evening.
+        #expect(abs(concentrated["c"]! - byTime["c"]!) < 1e-9 * byTime["c"]!)
+        #expect(concentrated["c"]! < 0.1 * placeOnly["c"]!)
+    }
+
+    @Test func aFloorOfOneIsLearningByPlaceAlone() throws {
+        let picks = (0..<40).map { pick($0 % 3 == 0 ? "c" : "b", time: start + Double($0) * 7_919) }
+        let memory = try PickMemory(settings: byPlaceOnly, picks: picks)
+        #expect(memory.entries.allSatisfy { $0.quarters.isEmpty })
+        let now = start + 40 * 7_919
+        let total = memory.nearby(centre, within: 50, now: now).reduce(0) { $0 + $1.weight }
+        let expected = picks.reduce(0) { $0 + exp2(($1.time - now) / byPlaceOnly.halfLife) }
+        #expect(abs(total - expected) < 1e-9)
+    }
+
+    @Test func theTimeOfWeekIsTheDevicesLocalTime() throws {
+        let helsinki = TimeZoneRules(fixedOffset: 7_200)
+        let memory = try PickMemory(timeZone: helsinki)
+        // Monday 00:00 UTC is 02:00 in Helsinki: quarter hour 8 of the week; Sunday 23:00 UTC is Monday 01:00.
+        #expect(memory.quarterOfWeek(start) == 8)
+        #expect(memory.quarterOfWeek(start - 3_600) == 4)
+        #expect(try PickMemory().quarterOfWeek(start - 3_600) == 671 - 3)
+        // A pick at 06:00 UTC counts fully at 08:00 local the next day, not at 08:00 UTC.
+        let local = try PickMemory(timeZone: helsinki, picks: [pick("b", time: at(day: 0, hour: 6))])
+        let sameLocal = local.nearby(centre, within: 50, now: at(day: 1, hour: 6))[0].weight
+        let sameUTCLabel = local.nearby(centre, within: 50, now: at(day: 1, hour: 8))[0].weight
+        #expect(sameLocal > sameUTCLabel)
+    }
+
+    @Test func nightsBelongToTheDayTheyBegan() {
+        // Quarter hours from Monday 00:00; days begin at 04:00.
+        let saturday = 5 * 96
+        #expect(!LearningSettings.isWeekend(quarter: saturday + 15), "Saturday 03:45 is Friday night")
+        #expect(LearningSettings.isWeekend(quarter: saturday + 16), "Saturday 04:00")
+        #expect(LearningSettings.isWeekend(quarter: 15), "Monday 03:45 is Sunday night")
+        #expect(!LearningSettings.isWeekend(quarter: 16), "Monday 04:00")
+        #expect(LearningSettings.quartersApart(2, 671) == 3)
+        #expect(LearningSettings.quartersApart(0, 48) == 48 && LearningSettings.quartersApart(0, 60) == 36)
+    }
+
+    @Test func aKioskPickedAtEveryHourKeepsOneEntryPerPlace() throws {
+        let picks = (0..<3_000).map { pick($0 % 2 == 0 ? "b" : "c", time: start + Double($0) * 1_000) }
+        let memory = try PickMemory(picks: picks)
+        #expect(memory.entries.count == 2)
+        #expect(memory.entries.allSatisfy { $0.quarters.count <= 672 })
+        let ranking = try ranker.rank(fix: fix(), candidates: street, picks: memory, now: start + 3_000_000)
+        #expect(Set(ids(ranking).prefix(2)) == ["b", "c"])
     }
 }

@@ -581,3 +581,79 @@ private struct Candidates {
         #expect(finder.within(100, of: centre).map(\.id) == ["ok"])
     }
 }
+
+@Suite struct ClosedFactorTests {
+    /// A café 4 m east (first), a bar 12 m west, a shop 30 m north, and a pharmacy 400 m away.
+    let places = [
+        point("cafe", "amenity=cafe", east: 4), point("bar", "amenity=bar", east: -12),
+        point("shop", "shop=clothes", north: 30), point("far", "amenity=pharmacy", east: 400),
+    ]
+    let ranker = try! Ranker()
+
+    @Test func aClosedPlaceWeighsTheClosedWeightAndOthersNothingLess() throws {
+        let spatial = try ranker.rank(fix: fix(accuracy: 6), candidates: places, limit: 20)
+        let ranking = try ranker.rank(
+            fix: fix(accuracy: 6), candidates: places, openState: { $0.id == "cafe" ? .closed : .open }, limit: 20)
+        func likelihood(_ r: Ranking, _ id: String) throws -> Double {
+            try #require(r.places.first { $0.place.id == id }).likelihood
+        }
+        // Only the café's weight changed: its odds against any other place, and against none, are × c.
+        let c = RankingModel.defaultClosedWeight
+        for other in ["bar", "shop"] {
+            let before = try likelihood(spatial, "cafe") / likelihood(spatial, other)
+            let after = try likelihood(ranking, "cafe") / likelihood(ranking, other)
+            #expect(abs(after / before - c) < 1e-12, "café against \(other)")
+        }
+        let noneBefore = try likelihood(spatial, "bar") / spatial.noneLikelihood
+        #expect(abs(try likelihood(ranking, "bar") / ranking.noneLikelihood - noneBefore) < 1e-12)
+        #expect(ranking.places.first?.place.id == "bar")
+        let sum = ranking.places.reduce(ranking.noneLikelihood) { $0 + $1.likelihood }
+        #expect(abs(sum - 1) < 1e-12)
+    }
+
+    @Test func withNothingClosedTheRankingIsBitIdentical() throws {
+        let memory = try PickMemory(picks: [
+            Pick(placeID: "shop", coordinate: centre, accuracy: 6, time: 1_767_571_200)
+        ])
+        for state in [OpenState.open, .unknown] {
+            for accuracy in [2.0, 6, 25, 80] {
+                let f = fix(accuracy: accuracy)
+                #expect(
+                    try ranker.rank(fix: f, candidates: places, openState: { _ in state })
+                        == ranker.rank(
+                            fix: f, candidates: places))
+                #expect(
+                    try ranker.rank(
+                        fix: f, candidates: places, picks: memory, now: 1_767_574_800, openState: { _ in state })
+                        == ranker.rank(fix: f, candidates: places, picks: memory, now: 1_767_574_800))
+            }
+        }
+    }
+
+    @Test func onlyCandidatesWithinReachAreAsked() throws {
+        var asked: [String] = []
+        _ = try ranker.rank(
+            fix: fix(accuracy: 6), candidates: places,
+            openState: {
+                asked.append($0.id)
+                return .closed
+            })
+        #expect(asked.sorted() == ["bar", "cafe", "shop"])
+    }
+
+    @Test func everyPlaceClosedKeepsTheOrderAndGivesWayToNone() throws {
+        let spatial = try ranker.rank(fix: fix(accuracy: 6), candidates: places)
+        let closed = try ranker.rank(fix: fix(accuracy: 6), candidates: places, openState: { _ in .closed })
+        #expect(closed.places.map(\.place.id) == spatial.places.map(\.place.id))
+        #expect(closed.noneLikelihood > spatial.noneLikelihood)
+    }
+
+    @Test func aClosedWeightOutOfRangeIsNamed() {
+        for weight in [0, -0.5, 1.5, .nan, .infinity] {
+            #expect(throws: RankingError.invalidModel("closed weight must be > 0 and <= 1")) {
+                try Ranker(model: RankingModel(closedWeight: weight))
+            }
+        }
+        #expect(throws: Never.self) { try Ranker(model: RankingModel(closedWeight: 1)) }
+    }
+}

@@ -130,6 +130,9 @@ import Testing
         ("[Places]\nDatabase=relative.db\n", 2, "must be an absolute path"),
         ("[Location]\njust words\n", 2, "expected Key=value"),
         ("[Location\n", 1, "malformed section header"),
+        ("[Learning]\nLearningTimeFloor=1.5\n", 2, "LearningTimeFloor=1.5"),
+        ("[Places]\nClosedWeight=0\n", 2, "ClosedWeight=0: must be a number above 0 and at most 1"),
+        ("[Places]\nClosedWeight=1.5\n", 2, "ClosedWeight=1.5"),
     ])
     func configErrorsNameFileAndLine(text: String, line: Int, message: String) {
         var c = Configuration()
@@ -142,6 +145,13 @@ import Testing
             #expect(error.message.contains(message), "\(error.message)")
         }
         #expect(c == Configuration(), "a bad file changes nothing it did not set before the error")
+    }
+
+    @Test func learningTimeFloorReachesTheLearningSettings() throws {
+        var c = Configuration()
+        #expect(c.learningSettings.timeFloor == LearningSettings.defaultTimeFloor)
+        try ConfigFile.apply("[Learning]\nLearningTimeFloor=1\n", file: "placed.conf", to: &c)
+        #expect(c.learningSettings.timeFloor == 1 && !c.learningSettings.weighsTimeOfWeek)
     }
 
     @Test func staticSourceWithoutPositionIsAnError() throws {

@@ -35,8 +35,11 @@ private final class DetailsFixture {
         coordinate: LocalProjection(origin: centre).coordinate(east: 0, north: 10))
 
     /// Independence Day is a holiday in Finland; the cafe's `PH off` then knows which days are not.
-    init(config: String = "[Places]\nTimeZone=Europe/Helsinki\nPublicHolidays=2026-12-06\n") throws {
-        try PlaceDatabase.replace(at: directory + "/places.db", with: [Self.cafe, Self.bar, Self.kiosk])
+    init(
+        config: String = "[Places]\nTimeZone=Europe/Helsinki\nPublicHolidays=2026-12-06\n",
+        places: [Place] = [DetailsFixture.cafe, DetailsFixture.bar, DetailsFixture.kiosk]
+    ) throws {
+        try PlaceDatabase.replace(at: directory + "/places.db", with: places)
         let file = directory + "/placed.conf"
         let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         writeAll(fd, config)
@@ -157,6 +160,27 @@ extension Credentials {
 
     /// `PH off` with no holiday list: unknown in a weekday's opening hours (a holiday would close it),
     /// closed at night either way; with the day listed, closed all day; with other days listed, open.
+    /// The nearer café is closed whenever it is asked (`off`), the other open (`24/7`): with the hours
+    /// factor the open one is first; with `ClosedWeight=1`, the nearer one.
+    @Test func theDaemonRanksAPlaceClosedNowLower() throws {
+        let closed = Place(
+            id: "osm:node/10", name: "Suljettu", kind: "amenity=cafe", coordinate: centre,
+            details: PlaceDetails(tags: [(key: "opening_hours", value: "off")]))
+        let open = Place(
+            id: "osm:node/11", name: "Auki", kind: "amenity=cafe",
+            coordinate: LocalProjection(origin: centre).coordinate(east: 8, north: 0),
+            details: PlaceDetails(tags: [(key: "opening_hours", value: "24/7")]))
+        for (config, first) in [
+            ("[Places]\nTimeZone=UTC\n", open.id), ("[Places]\nTimeZone=UTC\nClosedWeight=1\n", closed.id),
+        ] {
+            let fixture = try DetailsFixture(config: config, places: [closed, open])
+            let ranked = try fixture.daemon.rank(
+                latitude: centre.latitude, longitude: centre.longitude, accuracy: 10, limit: 2, by: .root)
+            #expect(
+                ranked.map(\.place.id) == (first == open.id ? [open.id, closed.id] : [closed.id, open.id]), "\(config)")
+        }
+    }
+
     @Test func publicHolidaysAreUnknownUntilListed() throws {
         let unlisted = try DetailsFixture(config: "[Places]\nTimeZone=Europe/Helsinki\n")
         let monday = try unlisted.details("osm:node/1", at: "2026-12-07T10:00:00+02:00")

@@ -16,7 +16,7 @@ public final class Daemon: PlacesService, LocationSink {
 
     private var gate = FixGate()
     private var filter: DistanceFilter
-    private let ranker: Ranker
+    private var ranker: Ranker
     private var history: RankingHistory
     private var catalog: PlaceCatalog?
     private let selections: SelectionLog
@@ -52,7 +52,7 @@ public final class Daemon: PlacesService, LocationSink {
         self.configuration = configuration
         self.loop = loop
         filter = try DistanceFilter(threshold: configuration.distanceFilter)
-        ranker = try Ranker()
+        ranker = try Ranker(model: RankingModel(closedWeight: configuration.closedWeight))
         history = RankingHistory(depth: configuration.selectionGenerations)
         writerGroup = UserDatabase.groupID(named: configuration.writerGroup)
         readerGroup = UserDatabase.groupID(named: configuration.readerGroup)
@@ -73,12 +73,14 @@ public final class Daemon: PlacesService, LocationSink {
             Log.error("cannot read the own places: \(error); ranking without them")
             ownPlaces = OwnPlaceIndex()
         }
-        picks = try PickMemory(settings: configuration.learningSettings, picks: selections.picks())
+        hoursSettings = HoursSettings.load(configuration)
+        // A pick's time of week is the device's local time, the zone opening hours are read in.
+        picks = try PickMemory(
+            settings: configuration.learningSettings, timeZone: hoursSettings.timeZone, picks: selections.picks())
         // Visit ids count on from the start's wall-clock milliseconds: unique across restarts while
         // the clock goes forward.
         visits = try VisitDetector(settings: configuration.visitSettings, firstID: UInt64(Self.wallClock() * 1000))
         visitPlace = try VisitPlaceTracker(autoSelectThreshold: configuration.autoSelect)
-        hoursSettings = HoursSettings.load(configuration)
         Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
         boundaries = try BoundaryTracker(settings: configuration.boundarySettings)
         if selections.isReadOnly {
@@ -200,11 +202,13 @@ public final class Daemon: PlacesService, LocationSink {
     /// The one way a fix is ranked: the places file's places and the own places near it together.
     private func rankEverything(at fix: Fix, limit: Int) throws -> Ranking {
         ownPlaces.candidates(within: ranker.searchRadius(for: fix), of: fix.coordinate, into: &ownNearby)
+        let now = Self.wallClock()
         if let catalog {
             return try catalog.rank(
-                fix, with: ranker, picks: picks, now: Self.wallClock(), limit: limit, own: ownNearby)
+                fix, with: ranker, picks: picks, now: now, openState: openState(at: now), limit: limit,
+                own: ownNearby)
         }
-        return try ranker.rank(fix: fix, candidates: ownNearby, picks: picks, now: Self.wallClock(), limit: limit)
+        return try ranker.rank(fix: fix, candidates: ownNearby, picks: picks, now: now, limit: limit)
     }
 
     // MARK: Operations (PlacesService)
@@ -413,6 +417,19 @@ public final class Daemon: PlacesService, LocationSink {
             place, at: unixSeconds, holidays: hoursSettings.holidays, timeZone: hoursSettings.timeZone)
     }
 
+    /// The ranker's question for a candidate, answered at `now` (the fix's arrival, wall-clock seconds) in
+    /// the device's zone: a place closed then weighs `ClosedWeight=` times as much.
+    private func openState(at now: Double) -> (Int, String?, Coordinate) -> OpenState {
+        let cache = openingHours
+        let settings = hoursSettings
+        let seconds = Int(now.rounded(.down))
+        return { _, raw, coordinate in
+            guard let raw else { return .unknown }
+            return cache.rankingState(
+                raw, at: coordinate, unixSeconds: seconds, holidays: settings.holidays, timeZone: settings.timeZone)
+        }
+    }
+
     // MARK: Reloading
 
     /// Applies what SIGHUP applies to the core (the distance filter, the writer group, the places
@@ -425,9 +442,26 @@ public final class Daemon: PlacesService, LocationSink {
             Log.info("distance filter now \(new.distanceFilter.formatted(decimals: 1)) m")
             emit(.distanceFilterChanged(new.distanceFilter))
         }
-        if new.learningSettings != old.learningSettings {
+        if new.closedWeight != old.closedWeight {
             do {
-                picks = try PickMemory(settings: new.learningSettings, picks: selections.picks())
+                ranker = try Ranker(model: RankingModel(closedWeight: new.closedWeight))
+                Log.info("closed places now weigh \(new.closedWeight.formatted(decimals: 3))")
+            } catch {
+                Log.error("cannot apply the new closed weight: \(error)")
+            }
+        }
+        if new.timeZone != old.timeZone || new.publicHolidays != old.publicHolidays
+            || new.schoolHolidays != old.schoolHolidays
+        {
+            hoursSettings = HoursSettings.load(new)
+            openingHours.forgetStates()
+            Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
+        }
+        let zoneChanged = new.timeZone != old.timeZone
+        if new.learningSettings != old.learningSettings || zoneChanged {
+            do {
+                picks = try PickMemory(
+                    settings: new.learningSettings, timeZone: hoursSettings.timeZone, picks: selections.picks())
                 Log.info("learning: \(new.learningSettings)")
             } catch {
                 Log.error("cannot apply the new learning settings: \(error)")
@@ -442,12 +476,6 @@ public final class Daemon: PlacesService, LocationSink {
             } catch {
                 Log.error("cannot apply the new visit settings: \(error)")
             }
-        }
-        if new.timeZone != old.timeZone || new.publicHolidays != old.publicHolidays
-            || new.schoolHolidays != old.schoolHolidays
-        {
-            hoursSettings = HoursSettings.load(new)
-            Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
         }
         if new.boundarySettings != old.boundarySettings {
             do {

@@ -57,6 +57,8 @@ public struct Configuration: Sendable, Equatable {
     /// not known, so `PH`/`SH` rules leave the answer unknown where they would change it.
     public var publicHolidays = ""
     public var schoolHolidays = ""
+    /// The ranker's factor on a place closed at the fix's time (`RankingModel.closedWeight`).
+    public var closedWeight = RankingModel.defaultClosedWeight
     /// Members of this group (and root) may Select and Refresh, and read.
     public var writerGroup = "placed"
     /// Members of this group may read: the location, the rankings, the history, the markers.
@@ -67,6 +69,9 @@ public struct Configuration: Sendable, Equatable {
     public var learningHalfLife: Double = LearningSettings.defaultHalfLife / 86_400
     /// α: the pseudo-count of the spatial model against the picks made near a fix.
     public var learningStrength: Double = LearningSettings.defaultStrength
+    /// How much a pick made at the least similar time of week counts against one made at this time of
+    /// week; 1: learning by place only.
+    public var learningTimeFloor: Double = LearningSettings.defaultTimeFloor
     /// Metres and seconds a device stays for a visit.
     public var dwellRadius: Double = VisitSettings.standard.radius
     public var dwellTime: Double = VisitSettings.standard.dwellTime
@@ -85,7 +90,7 @@ public struct Configuration: Sendable, Equatable {
     public init() {}
 
     public var learningSettings: LearningSettings {
-        LearningSettings(halfLife: learningHalfLife * 86_400, strength: learningStrength)
+        LearningSettings(halfLife: learningHalfLife * 86_400, strength: learningStrength, timeFloor: learningTimeFloor)
     }
 
     public var boundarySettings: BoundarySettings {

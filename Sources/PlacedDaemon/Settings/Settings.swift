@@ -172,6 +172,15 @@ public enum Settings {
             help: "school holidays (SH in opening hours), as PublicHolidays", reload: .applied,
             value: { $0.schoolHolidays }, apply: holidays(\.schoolHolidays), usageShowsDefault: false),
         Setting(
+            section: "Places", key: "ClosedWeight", flag: nil, placeholder: "",
+            help: "factor on a place closed at the fix's time by its opening hours, above 0 and at most 1 (1: hours "
+                + "do not count)", reload: .applied, value: { Configuration.text(of: $0.closedWeight) }
+        ) { text, _, c throws(SettingError) in
+            let weight = try number(text, in: 0...1)
+            guard weight > 0 else { throw .expects("a number above 0 and at most 1") }
+            c.closedWeight = weight
+        },
+        Setting(
             section: "Learning", key: "LearningHalfLife", flag: nil, placeholder: "",
             help: "days after which a pick counts half", reload: .applied,
             value: { Configuration.text(of: $0.learningHalfLife) }
@@ -184,6 +193,13 @@ public enum Settings {
             value: { Configuration.text(of: $0.learningStrength) }
         ) { text, _, c throws(SettingError) in
             c.learningStrength = try number(text, in: LearningSettings.strengthRange)
+        },
+        Setting(
+            section: "Learning", key: "LearningTimeFloor", flag: nil, placeholder: "",
+            help: "how much a pick made at another time of week still counts (1: time of week does not count)",
+            reload: .applied, value: { Configuration.text(of: $0.learningTimeFloor) }
+        ) { text, _, c throws(SettingError) in
+            c.learningTimeFloor = try number(text, in: 0...1)
         },
         Setting(
             section: "Visits", key: "DwellRadius", flag: nil, placeholder: "",
