@@ -23,7 +23,7 @@ let package = Package(
             name: "PlacedFuzzable",
             targets: [
                 "PlacedCore", "PlacedJSON", "PlacedOSM", "PlacedStore", "PlacedSystem", "PlacedVarlink", "PlacedDaemon",
-                "PlacedWeb",
+                "PlacedWeb", "PlacedWire",
             ]),
     ],
     targets: [

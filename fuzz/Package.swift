@@ -28,5 +28,8 @@ let package = Package(
             dependencies: ["FuzzSupport", .product(name: "PlacedFuzzable", package: "placed")]),
         .executableTarget(
             name: "fuzz-web", dependencies: ["FuzzSupport", .product(name: "PlacedFuzzable", package: "placed")]),
+        .executableTarget(
+            name: "fuzz-geojson",
+            dependencies: ["FuzzSupport", .product(name: "PlacedFuzzable", package: "placed")]),
     ]
 )
