@@ -1,6 +1,6 @@
 """Who may do what, on the installed package's varlink socket and system-bus name alike: reading is for
-root, group placed and group placed-read; Select and Refresh for root and group placed; nobody else gets
-anything but a named refusal, not even placed's signals."""
+root, group placed and group placed-read; Select, Refresh and own places' changes for root and group
+placed; nobody else gets anything but a named refusal, not even placed's signals."""
 import json
 import os
 import re
@@ -82,6 +82,23 @@ def test_a_member_of_placed_read_is_refused_select_and_refresh(service):
         out = call(service, method, signature, *args, user=READER)
         assert out.returncode != 0 and "Access denied" in out.stderr, (method, out)
     assert service.run("placectl", "--json", "history").stdout == history, "nothing was selected"
+
+
+def test_a_member_of_placed_adds_an_own_place_and_placed_read_is_refused(service):
+    # Own places (issue 35) are changes: root and group placed only; the reader group may list them.
+    added = placectl(service, "own", "add", "gate-7", "Gate 7", "--at", "60.1699,24.9384", "--radius", "25",
+                     "--kind", "gate", user=WRITER)
+    assert added.returncode == 0, added
+    listed = placectl(service, "--json", "own", "list", user=READER)
+    assert listed.returncode == 0, listed
+    assert "own:gate-7" in listed.stdout
+    refused = placectl(service, "own", "add", "gate-8", "Gate 8", "--at", "60.17,24.94", "--radius", "25",
+                       user=READER)
+    assert refused.returncode == 1 and PERMISSION_DENIED in refused.stderr, refused
+    removed = placectl(service, "own", "remove", "own:gate-7", user=READER)
+    assert removed.returncode == 1 and PERMISSION_DENIED in removed.stderr, removed
+    assert "own:gate-7" in placectl(service, "--json", "own", "list").stdout, "nothing changed"
+    assert placectl(service, "own", "remove", "own:gate-7", user=WRITER).returncode == 0
 
 
 def test_nobody_is_refused_select_and_refresh_on_both(service):
