@@ -80,7 +80,7 @@ def test_upgrade_restarts_placed_once_and_keeps_the_selections(container, upgrad
     cursor = container.cursor()
     out, _ = container.install(upgrade_deb)
     assert out.returncode == 0, out
-    assert "upgraded /var/lib/placed/places.db from schema 4 to 5 (%s places)" % f"{EXTRACT_PLACES:,}" \
+    assert "upgraded /var/lib/placed/places.db from schema 4 to 6 (%s places)" % f"{EXTRACT_PLACES:,}" \
         in out.stdout, "the postinst upgrades the places file"
     assert container.stat("/var/lib/placed/places.db") == places_file, "its mode and owner stay"
     assert container.run("dpkg-query", "-W", "-f=${Version}", "placed").stdout.endswith("+1")
