@@ -199,8 +199,11 @@ def test_an_interrupted_import_leaves_nothing_behind(existing_db, placectl_bin, 
     # Ctrl-C, or a service manager's stop, in an import of many minutes left its named file of up to
     # gigabytes beside the database; only a later import of the same pid removed it.
     before = digest(existing_db)
+    # As from an interactive shell: a script's background job (CI started with `&`) inherits SIGINT
+    # ignored, and placectl rightly keeps an inherited ignore.
     importing = subprocess.Popen([placectl_bin, "import", HELSINKI, "--db", existing_db],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 preexec_fn=lambda: signal.signal(sent, signal.SIG_DFL))
     temporary = tmp_path / ("places.db.new-%d" % importing.pid)
     deadline = time.monotonic() + 30
     while not temporary.exists():
