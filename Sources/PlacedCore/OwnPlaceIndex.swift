@@ -36,10 +36,13 @@ public final class OwnSite: Sendable, RankingCandidate {
         .init(weight: place.effectiveWeight(in: model), pointExtent: model.prior(ofKind: place.kind).pointExtent)
     }
 
-    /// Great-circle distance to the reach circle, less a margin for the sphere against the ellipsoid
-    /// (0.5 %) and the local plane of `footprintDistance`: never more than it.
+    /// Distance to the reach circle, less a margin for the sphere against the ellipsoid (0.5 %) and the
+    /// local plane of `footprintDistance`: never more than it. Measured in the local plane within a
+    /// kilometre, as `OwnGeometry.signedDistance` measures circles: hundreds of sites can be near one fix,
+    /// and the plane is a few multiplications where the sphere is trigonometry.
     public func lowerBoundDistance(from projection: LocalProjection) -> Double {
-        let centre = Geodesy.greatCircleDistance(projection.origin, reachCentre)
+        let near = projection.distance(to: reachCentre)
+        let centre = near <= 1000 ? near : Geodesy.greatCircleDistance(projection.origin, reachCentre)
         return max(0, centre * 0.99 - reach * 1.01 - 1)
     }
 

@@ -180,16 +180,18 @@ public struct Ranker: Sendable {
     private func spatialLikelihoods<Candidates: Sequence>(
         fix: Fix, candidates: Candidates, selectionCounts: [String: Int],
         openState: ((Candidates.Element) -> OpenState)?
-    ) -> Scored<Candidates.Element>.List where Candidates.Element: RankingCandidate {
+    ) -> ScoredList<Candidates.Element> where Candidates.Element: RankingCandidate {
         let sigma = model.sigma(accuracy: fix.accuracy)
         let variance = sigma * sigma
         let radius = model.searchRadius(accuracy: fix.accuracy)
         let projection = LocalProjection(origin: fix.coordinate)
         let beta = model.selectionExponent
 
-        var scored: [Scored<Candidates.Element>] = []
-        scored.reserveCapacity(candidates.underestimatedCount)
-        for place in candidates {
+        // Named by position, not copied: an array of candidates is shared as it is.
+        let all = Array(candidates)
+        var scored: [Scored] = []
+        for position in all.indices {
+            let place = all[position]
             // Cheap bound first: most candidates of a radius query are outside R, and an outline is long.
             guard place.lowerBoundDistance(from: projection) <= radius else { continue }
             let distance = place.footprintDistance(from: projection)
@@ -204,37 +206,63 @@ public struct Ranker: Sendable {
             // Asked only of the candidates within R: evaluating opening hours is the costly part.
             if let openState, openState(place) == .closed { weight *= model.closedWeight }
             let density = exp(-distance * distance / (2 * s2)) / (2 * .pi * s2)
-            scored.append(Scored(candidate: place, distance: distance, extent: extent, score: weight * density))
+            scored.append(Scored(candidate: position, distance: distance, extent: extent, score: weight * density))
         }
 
         // A canonical order before summing, so the total (and so every likelihood) does not depend on the
-        // order the candidates arrived in; it also brings a place listed twice next to itself.
-        scored.sort { $0.score != $1.score ? $0.score > $1.score : $0.candidate.id < $1.candidate.id }
-        // A place listed twice scores the same twice: ids are compared only where scores tie. Removed in
-        // place, from the first repeat on (a spatial query lists each once: nothing is moved).
-        func repeats(_ a: Scored<Candidates.Element>, _ b: Scored<Candidates.Element>) -> Bool {
-            a.score == b.score && a.candidate.id == b.candidate.id
-        }
-        if let first = scored.indices.dropFirst().first(where: { repeats(scored[$0 - 1], scored[$0]) }) {
-            var kept = first
-            for index in (first + 1)..<scored.count where !repeats(scored[kept - 1], scored[index]) {
-                scored.swapAt(kept, index)
-                kept += 1
-            }
-            scored.removeSubrange(kept...)
-        }
+        // order the candidates arrived in; it also brings a place listed twice next to itself. By score
+        // alone first (a comparison the sort inlines: hundreds of own sites can be within R), then the
+        // rare runs of equal scores by id.
+        Scored.sortByScore(&scored)
+        Self.orderTies(&scored, of: all)
+        Self.removeRepeats(&scored, of: all)
 
         let none = model.noneWeight(speed: fix.speed) / (.pi * radius * radius)
         var total = none
         for s in scored { total += s.score }
         for index in scored.indices { scored[index].likelihood = scored[index].score / total }
-        return Scored.List(places: scored, none: none / total, radius: radius)
+        return ScoredList(candidates: all, places: scored, none: none / total, radius: radius)
+    }
+
+    // The helpers below loop by hand, without closures capturing the candidates: a closure that
+    // captured them kept the ranker from being specialized for a caller's candidate type (the generic
+    // one reads every candidate through its metadata, several times slower).
+
+    /// Runs of equal scores (rare: the same place listed twice, or two places alike) put in id order.
+    private static func orderTies<Candidate: RankingCandidate>(_ scored: inout [Scored], of all: [Candidate]) {
+        var index = 1
+        while index < scored.count {
+            // Insertion within the run of the entry's score: the runs are a few entries long.
+            var at = index
+            while at > 0, scored[at - 1].score == scored[at].score,
+                all[scored[at].candidate].id < all[scored[at - 1].candidate].id
+            {
+                scored.swapAt(at - 1, at)
+                at -= 1
+            }
+            index += 1
+        }
+    }
+
+    /// A place listed twice scores the same twice and, its ties in id order, sits next to itself: the
+    /// repeats are removed in place, from the first on (a spatial query lists each once: nothing moves).
+    private static func removeRepeats<Candidate: RankingCandidate>(_ scored: inout [Scored], of all: [Candidate]) {
+        var kept = min(1, scored.count)
+        for index in kept..<scored.count {
+            let previous = scored[kept - 1]
+            if previous.score == scored[index].score, all[previous.candidate].id == all[scored[index].candidate].id {
+                continue
+            }
+            scored.swapAt(kept, index)
+            kept += 1
+        }
+        scored.removeSubrange(kept...)
     }
 
     /// Applies the picks near the fix to the spatial likelihoods; returns Σ n, the picks' total weight
     /// (0: nothing changed).
     private func learn<Candidate: RankingCandidate>(
-        from picks: PickMemory, fix: Fix, now: Double, _ scored: inout Scored<Candidate>.List
+        from picks: PickMemory, fix: Fix, now: Double, _ scored: inout ScoredList<Candidate>
     ) -> Double {
         guard !picks.isEmpty else { return 0 }
         let sigma = model.sigma(accuracy: fix.accuracy)
@@ -247,7 +275,7 @@ public struct Ranker: Sendable {
         func candidate(_ place: Int32) -> Int {
             if let known = candidateOfPlace.first(where: { $0.place == place }) { return known.candidate }
             let id = picks.placeID(place)
-            let found = scored.places.firstIndex { $0.candidate.hasID(id) } ?? -1
+            let found = scored.places.firstIndex { scored.candidates[$0.candidate].hasID(id) } ?? -1
             candidateOfPlace.append((place, found))
             return found
         }
@@ -306,22 +334,42 @@ public struct Ranker: Sendable {
         return evidence
     }
 
-    /// Orders, cuts to `limit` and wraps up: only the places listed become `Place`s.
-    private func finish<Candidate: RankingCandidate>(fix: Fix, _ scored: inout Scored<Candidate>.List, limit: Int)
+    /// Picks the first `limit` in ranking order and wraps up: only the places listed become `Place`s.
+    private func finish<Candidate: RankingCandidate>(fix: Fix, _ scored: inout ScoredList<Candidate>, limit: Int)
         -> Ranking
     {
-        scored.places.sort {
-            if $0.likelihood != $1.likelihood { return $0.likelihood > $1.likelihood }
-            if $0.distance != $1.distance { return $0.distance < $1.distance }
-            return $0.candidate.id < $1.candidate.id
+        let candidates = scored.candidates
+        // One pass keeping the best few in order, not a sort of all: hundreds of places can be within R
+        // (own sites in a dense centre) and at most 20 are listed.
+        var listed: [Scored] = []
+        listed.reserveCapacity(limit + 1)
+        for entry in scored.places {
+            var at = listed.count
+            while at > 0, Self.ranks(entry, before: listed[at - 1], of: candidates) { at -= 1 }
+            guard at < limit else { continue }
+            listed.insert(entry, at: at)
+            if listed.count > limit { listed.removeLast() }
+        }
+        var places: [RankedPlace] = []
+        for entry in listed {
+            places.append(
+                RankedPlace(
+                    place: candidates[entry.candidate].place, distance: entry.distance, likelihood: entry.likelihood))
         }
         return Ranking(
             fix: fix,
-            places: scored.places.prefix(limit).map {
-                RankedPlace(place: $0.candidate.place, distance: $0.distance, likelihood: $0.likelihood)
-            },
+            places: places,
             noneLikelihood: scored.none,
             radius: scored.radius)
+    }
+
+    /// The ranking's order: likelihood, then distance, then id.
+    private static func ranks<Candidate: RankingCandidate>(_ a: Scored, before b: Scored, of candidates: [Candidate])
+        -> Bool
+    {
+        if a.likelihood != b.likelihood { return a.likelihood > b.likelihood }
+        if a.distance != b.distance { return a.distance < b.distance }
+        return candidates[a.candidate].id < candidates[b.candidate].id
     }
 
     /// What `rank` checks before any work: a caller that must report bad input before anything else
@@ -337,8 +385,11 @@ public struct Ranker: Sendable {
         if let speed = fix.speed, !(speed.isFinite && speed >= 0) { throw .invalidSpeed(speed) }
     }
 
-    private struct Scored<Candidate: RankingCandidate> {
-        var candidate: Candidate
+    /// A candidate within R and its figures. It names its candidate by position in the list's
+    /// `candidates`, so the sorts move a few words, not a candidate (a mapped one is about 150 bytes, and
+    /// sorting them was most of a ranking with hundreds of own places near).
+    struct Scored {
+        var candidate: Int
         var distance: Double
         /// r_i, metres.
         var extent: Double
@@ -346,12 +397,19 @@ public struct Ranker: Sendable {
         var score: Double
         var likelihood = 0.0
 
-        struct List {
-            var places: [Scored<Candidate>]
-            /// Likelihood of "none of these".
-            var none: Double
-            var radius: Double
-        }
+        /// Highest score first. A function of its own, not a call to `sort` in the ranker's generic body:
+        /// a sort of this type, specialized here, would keep that body from being serialized for other
+        /// modules, and the ranker from being specialized for their candidates.
+        @inline(never)
+        static func sortByScore(_ scored: inout [Scored]) { scored.sort { $0.score > $1.score } }
+    }
+
+    struct ScoredList<Candidate: RankingCandidate> {
+        let candidates: [Candidate]
+        var places: [Scored]
+        /// Likelihood of "none of these".
+        var none: Double
+        var radius: Double
     }
 }
 

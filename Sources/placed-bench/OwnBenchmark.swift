@@ -15,7 +15,11 @@ import PlacedWire
 
 func ownBenchmark(_ arguments: [String]) throws {
     let count = 10_000
-    let fixCount = 20_000
+    // Fewer fixes for a profile (`valgrind --tool=callgrind placed-bench own --fixes 500`).
+    guard arguments.isEmpty || (arguments.count == 2 && arguments[0] == "--fixes" && Int(arguments[1]) ?? 0 > 0) else {
+        throw BenchmarkUsage("placed-bench own [--fixes N]")
+    }
+    let fixCount = arguments.isEmpty ? 20_000 : Int(arguments[1])!
     let places = try OSM.readPlaces(path: helsinkiExtractPath())
     let catalog = try BenchCatalog(places, name: "own")
     let ranker = try Ranker()
