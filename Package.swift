@@ -67,11 +67,13 @@ let package = Package(
         .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
         // gpsd client over libgps: a LocationSource.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
-        // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.
+        // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop; the
+        // fleet's commands in.
         .target(
             name: "PlacedFleet",
             dependencies: [
-                "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "PlacedThreads", "CMosquitto", "CSystemd",
+                "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedStore", "PlacedThreads", "CMosquitto",
+                "CSystemd",
             ],
             swiftSettings: lean),
         // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal, fleet).
@@ -139,8 +141,8 @@ let package = Package(
         .testTarget(
             name: "PlacedFleetTests",
             dependencies: [
-                "PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem", "PlacedTestSupport",
-                "CMosquitto",
+                "PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedStore", "PlacedSystem",
+                "PlacedTestSupport", "CMosquitto",
             ]),
     ]
 )

@@ -135,6 +135,28 @@ import Testing
         #expect(late["tst"]?.int == 1_795_955_187 && late["wtst"]?.int == 1_795_949_999)
         #expect(FleetPayload.trackerID(device: "3f2a91") == "91")
     }
+
+    @Test func ownTracksRegionTransitionOfAnOwnPlace() throws {
+        let fix = Fix(
+            time: 1_795_955_100.9, coordinate: Coordinate(latitude: 60.1699, longitude: 24.9384), mode: .threeD,
+            accuracy: 4)
+        let json = try JSON(
+            parsing: FleetPayload.ownTracksRegionTransition(
+                .enter, place: "Depot", key: "Dp0t", waypointTime: 1_437_552_714, fix: fix, tid: "17",
+                id: "van-17:11", stamp: stamp))
+        #expect(json["_type"] == "transition" && json["event"] == "enter" && json["desc"] == "Depot")
+        #expect(json["rid"] == "Dp0t" && json["wtst"]?.int == 1_437_552_714 && json["t"] == "c")
+        #expect(json["lat"]?.double == 60.1699 && json["lon"]?.double == 24.9384 && json["acc"]?.int == 10)
+        #expect(json["tst"]?.int == 1_795_955_100 && json["tid"] == "17" && json["_id"] == "van-17:11")
+        // No waypoint made the place, no fix time, no accuracy: wtst 0, the system time, no acc.
+        let bare = try JSON(
+            parsing: FleetPayload.ownTracksRegionTransition(
+                .leave, place: "Yard", key: "yard", waypointTime: nil,
+                fix: Fix(time: nil, coordinate: fix.coordinate, mode: .twoD), tid: "17", id: "van-17:12",
+                stamp: stamp))
+        #expect(bare["event"] == "leave" && bare["wtst"]?.int == 0 && bare["acc"] == nil)
+        #expect(bare["tst"]?.int == Int(stamp.systemTime))
+    }
 }
 
 @Suite struct FleetSystemTests {
