@@ -130,7 +130,8 @@ let package = Package(
         .testTarget(
             name: "PlacedDaemonTests",
             dependencies: [
-                "PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedVarlink", "PlacedTestSupport",
+                "PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedVarlink", "PlacedWire",
+                "PlacedTestSupport",
             ]),
         .testTarget(
             name: "PlacectlTests",
