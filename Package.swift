@@ -61,7 +61,8 @@ let package = Package(
             swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
         .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
-        // Wire forms the daemon writes and its clients read: GeoJSON map features.
+        // Wire forms the daemon writes and its clients read: GeoJSON map features and own places; the
+        // fleet's commands (pure, fuzzed).
         .target(name: "PlacedWire", dependencies: ["PlacedCore", "PlacedJSON"], swiftSettings: lean),
         // The varlink protocol: server, connections, calls, and the framing its clients share.
         .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
