@@ -61,17 +61,20 @@ let package = Package(
             swiftSettings: lean),
         // Typed Swift wrappers over libsystemd and POSIX: event loop, notify, journal, sd-bus, sockets.
         .target(name: "PlacedSystem", dependencies: ["CSystemd"], swiftSettings: lean),
-        // Wire forms the daemon writes and its clients read: GeoJSON map features.
+        // Wire forms the daemon writes and its clients read: GeoJSON map features and own places; the
+        // fleet's commands (pure, fuzzed).
         .target(name: "PlacedWire", dependencies: ["PlacedCore", "PlacedJSON"], swiftSettings: lean),
         // The varlink protocol: server, connections, calls, and the framing its clients share.
         .target(name: "PlacedVarlink", dependencies: ["PlacedJSON", "PlacedSystem"], swiftSettings: lean),
         // gpsd client over libgps: a LocationSource.
         .target(name: "PlacedGPS", dependencies: ["PlacedCore", "PlacedSystem", "CGPS"], swiftSettings: lean),
-        // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop.
+        // Fleet export: the outbox to MQTT brokers over libmosquitto, on the daemon's event loop; the
+        // fleet's commands in.
         .target(
             name: "PlacedFleet",
             dependencies: [
-                "PlacedCore", "PlacedJSON", "PlacedSystem", "PlacedStore", "PlacedThreads", "CMosquitto", "CSystemd",
+                "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedSystem", "PlacedStore", "PlacedThreads", "CMosquitto",
+                "CSystemd",
             ],
             swiftSettings: lean),
         // The daemon: its core, its settings, and one folder per adapter (D-Bus, varlink, journal, fleet).
@@ -128,7 +131,8 @@ let package = Package(
         .testTarget(
             name: "PlacedDaemonTests",
             dependencies: [
-                "PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedVarlink", "PlacedTestSupport",
+                "PlacedDaemon", "PlacedFleet", "PlacedStore", "PlacedJSON", "PlacedVarlink", "PlacedWire",
+                "PlacedTestSupport",
             ]),
         .testTarget(
             name: "PlacectlTests",
@@ -139,8 +143,8 @@ let package = Package(
         .testTarget(
             name: "PlacedFleetTests",
             dependencies: [
-                "PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedStore", "PlacedSystem", "PlacedTestSupport",
-                "CMosquitto",
+                "PlacedFleet", "PlacedCore", "PlacedJSON", "PlacedWire", "PlacedStore", "PlacedSystem",
+                "PlacedTestSupport", "CMosquitto",
             ]),
     ]
 )

@@ -31,5 +31,8 @@ let package = Package(
         .executableTarget(
             name: "fuzz-geojson",
             dependencies: ["FuzzSupport", .product(name: "PlacedFuzzable", package: "placed")]),
+        .executableTarget(
+            name: "fuzz-fleet-command",
+            dependencies: ["FuzzSupport", .product(name: "PlacedFuzzable", package: "placed")]),
     ]
 )

@@ -40,6 +40,9 @@ PLACED_MOSQUITTO_FUNCTION(mosquitto_loop_read)
 PLACED_MOSQUITTO_FUNCTION(mosquitto_loop_write)
 PLACED_MOSQUITTO_FUNCTION(mosquitto_loop_misc)
 PLACED_MOSQUITTO_FUNCTION(mosquitto_want_write)
+PLACED_MOSQUITTO_FUNCTION(mosquitto_subscribe)
+PLACED_MOSQUITTO_FUNCTION(mosquitto_subscribe_callback_set)
+PLACED_MOSQUITTO_FUNCTION(mosquitto_message_callback_set)
 #undef PLACED_MOSQUITTO_FUNCTION
 
 // STA_UNSYNC and TIME_ERROR are plain integer macros Swift imports; nothing variadic is used.

@@ -61,6 +61,9 @@ public final class PlacedService {
             service: daemon, loop: loop, selections: daemon.selectionLog, settings: configuration.fleet)
         daemon.subscribe(fleet)
         daemon.selectionJournal = fleet
+        fleet.applyCommand = { [unowned daemon] command, alongside in
+            daemon.applyFleetCommand(command, alongside: alongside)
+        }
         self.fleet = fleet
         let varlink = try VarlinkAdapter.start(service: daemon, loop: loop, socketPath: configuration.socketPath)
         varlink.fleetStatus = { [unowned fleet] in fleet.statusRecord }

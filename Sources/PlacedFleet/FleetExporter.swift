@@ -2,6 +2,7 @@ import PlacedCore
 import PlacedJSON
 import PlacedStore
 import PlacedSystem
+import PlacedWire
 
 /// A visit as the fleet export publishes it: the daemon's visit record (varlink keys) and what OwnTracks
 /// needs beside it.
@@ -31,13 +32,43 @@ public struct FleetVisit: Sendable, Equatable {
     }
 }
 
+/// An own place entered or left, as the fleet export publishes it.
+public struct FleetTransition: Sendable, Equatable {
+    /// The varlink record of the crossing (`Transition`: event, id, name, kind, location, time).
+    public var record: [String: JSON]
+    public var event: FleetPayload.TransitionEvent
+    /// The place's name and its key (the `<key>` of `own:<key>`), OwnTracks' `desc` and `rid`.
+    public var placeName: String
+    public var key: String
+    /// The `tst` of the OwnTracks waypoint that made the place, if one did: OwnTracks' `wtst`.
+    public var waypointTime: Int64?
+    /// The fix that confirmed the crossing.
+    public var fix: Fix
+
+    public init(
+        record: [String: JSON], event: FleetPayload.TransitionEvent, placeName: String, key: String,
+        waypointTime: Int64?, fix: Fix
+    ) {
+        self.record = record
+        self.event = event
+        self.placeName = placeName
+        self.key = key
+        self.waypointTime = waypointTime
+        self.fix = fix
+    }
+}
+
 /// The fleet export: events become outbox rows in the selection log's database, and the rows go to the
 /// brokers in order, over one MQTT connection at a time, driven by the daemon's event loop.
 ///
-/// Topics (`<device>`: `DeviceId=`): `placed/<device>/marker` and `/visit` (every one), `/state`
-/// (retained: location, top place, open visit, marker, source), `/status` (`online` retained, and
-/// `offline` as the last will); with `OwnTracks=yes` also `owntracks/<user>/<device>` (`location`, on each
-/// move) and `owntracks/<user>/<device>/event` (`transition` on visits).
+/// Topics (`<device>`: `DeviceId=`): `placed/<device>/marker`, `/visit` and `/transition` (every one),
+/// `/state` (retained: location, top place, open visit, marker, source), `/status` (`online` retained,
+/// and `offline` as the last will); with `OwnTracks=yes` also `owntracks/<user>/<device>` (`location`, on
+/// each move) and `owntracks/<user>/<device>/event` (`transition` on visits and own places).
+///
+/// With `AcceptCommands=yes` it subscribes at QoS 1 to `placed/<device>/cmd` (and with `OwnTracks=yes`
+/// to `owntracks/<user>/<device>/cmd`) on each connection; a command read from the current connection
+/// goes to `onCommand`, a malformed one gets its error result on `placed/<device>/cmd/result` at once.
 public final class FleetExporter {
     public let settings: FleetSettings
     public let device: String
@@ -69,6 +100,8 @@ public final class FleetExporter {
     public private(set) var status: FleetStatus
     /// Called when the state, the broker or the last error changes (for D-Bus PropertiesChanged).
     public var onStatusChange: ((FleetStatus) -> Void)?
+    /// Applies a command read from the broker (`AcceptCommands=yes`); without it commands are refused.
+    public var onCommand: ((FleetCommand) -> Void)?
 
     /// The connection's lifecycle. Each state owns what only it needs, so leaving it drops its lookup,
     /// its connection and its timers.
@@ -207,6 +240,16 @@ public final class FleetExporter {
     public var statusTopic: String { "placed/\(device)/status" }
     public var ownTracksTopic: String { "owntracks/\(settings.ownTracksUser)/\(device)" }
     public var ownTracksEventTopic: String { ownTracksTopic + "/event" }
+    public var transitionTopic: String { "placed/\(device)/transition" }
+    public var commandTopic: String { "placed/\(device)/cmd" }
+    public var commandResultTopic: String { "placed/\(device)/cmd/result" }
+    public var ownTracksCommandTopic: String { ownTracksTopic + "/cmd" }
+
+    /// The topics commands come on: none unless `AcceptCommands=yes`.
+    public var commandTopics: [String] {
+        guard settings.acceptCommands else { return [] }
+        return settings.ownTracks ? [commandTopic, ownTracksCommandTopic] : [commandTopic]
+    }
 
     // MARK: Running
 
@@ -307,6 +350,15 @@ public final class FleetExporter {
             acknowledged(mid, reason: reason, on: link)
         case (.connected(let link), .disconnected(let reason, let tls)) where link.connection === source:
             disconnected(link, reason: reason, tls: tls)
+        case (.connected(let link), .subscribed(_, let granted)) where link.connection === source:
+            if granted.contains(where: { $0 > 1 }) {
+                note("\(source.broker) refused the subscription to \(commandTopics.joined(separator: ", "))")
+            } else {
+                Log.info("fleet: accepting commands on \(commandTopics.joined(separator: ", "))")
+            }
+        case (.connected(let link), .message(let topic, let payload)) where link.connection === source:
+            // Only what the configured broker delivers on this connection, on a topic subscribed to.
+            received(payload, on: topic)
         default:
             break  // from a connection given up already
         }
@@ -320,6 +372,13 @@ public final class FleetExporter {
         window = DeliveryWindow(capacity: poison.isProbing ? 1 : settings.inFlight, after: window.acknowledgedThrough)
         let link = Link(connection: connection, at: loop.now, cursor: window.acknowledgedThrough)
         _ = try? connection.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
+        if !commandTopics.isEmpty {
+            do {
+                _ = try connection.subscribe(commandTopics)
+            } catch {
+                note("cannot subscribe to the command topics: \(error)")
+            }
+        }
         setState(.connected(link), reason: "CONNACK")
         if let quiet = poison.quietPeriod {
             // A connection that drops by itself does so now, before any message could be blamed.
@@ -655,6 +714,75 @@ public final class FleetExporter {
                         clockSynchronized: stamp.clockSynchronized)
                 }, durable: true)
         }
+    }
+
+    /// An own place entered or left: `placed/<device>/transition` and, with OwnTracks, a `transition`
+    /// on `owntracks/<user>/<device>/event`, written durably.
+    public func crossed(_ transition: FleetTransition) {
+        let stamp = FleetStamp.now(gpsTime: transition.fix.time)
+        var record = transition.record
+        // The envelope's `id` is the message's: the place's id goes as `place`.
+        record["place"] = record.removeValue(forKey: "id")
+        enqueue(message(.transition, topic: transitionTopic, record: record, stamp: stamp), durable: true)
+        if settings.ownTracks {
+            let tid = FleetPayload.trackerID(device: device)
+            enqueue(
+                { [device, ownTracksEventTopic] sequence in
+                    Outbox.Message(
+                        kind: .transition, topic: ownTracksEventTopic,
+                        payload: FleetPayload.ownTracksRegionTransition(
+                            transition.event, place: transition.placeName, key: transition.key,
+                            waypointTime: transition.waypointTime, fix: transition.fix, tid: tid,
+                            id: FleetPayload.messageID(device: device, sequence: sequence), stamp: stamp),
+                        retained: false, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
+                        clockSynchronized: stamp.clockSynchronized)
+                }, durable: true)
+        }
+    }
+
+    // MARK: Commands (from the fleet)
+
+    private func received(_ payload: [UInt8], on topic: String) {
+        let origin: FleetCommand.Origin
+        switch topic {
+        case commandTopic where settings.acceptCommands: origin = .placed
+        case ownTracksCommandTopic where settings.acceptCommands && settings.ownTracks: origin = .ownTracks
+        default:
+            Log.debug("fleet: a message on \(topic), which is no command topic: ignored")
+            return
+        }
+        do throws(FleetCommandError) {
+            let command = try FleetCommand.parse(payload, origin: origin)
+            guard let onCommand else {
+                throw FleetCommandError(.unsupported, "this device applies no commands", request: command.request)
+            }
+            onCommand(command)
+        } catch {
+            Log.warning("fleet: command on \(topic) refused, nothing changed: \(error)")
+            publishCommandResult(FleetCommandResult(request: error.request, origin: origin, outcome: .refused(error)))
+        }
+    }
+
+    /// A command's result on `placed/<device>/cmd/result`, written durably after the current loop
+    /// iteration: a refusal, or a command applied before.
+    public func publishCommandResult(_ result: FleetCommandResult) {
+        enqueue(commandResultMessage(result), durable: true)
+    }
+
+    /// Inside the transaction that applies a command (`OwnPlaceStore.apply`): its result row commits
+    /// with the change or not at all. `commandTransactionEnded` must follow.
+    public func recordCommandResult(_ result: FleetCommandResult) throws(SelectionLogError) {
+        try outbox.append([commandResultMessage(result)])
+    }
+
+    /// The command's transaction is over: rolled back, its result row went with it.
+    public func commandTransactionEnded(committed: Bool) {
+        if !committed { try? outbox.load() }
+        scheduleFlush()
+    }
+
+    private func commandResultMessage(_ result: FleetCommandResult) -> (Int64) -> Outbox.Message {
+        message(.result, topic: commandResultTopic, record: result.record, stamp: .now())
     }
 
     private func message(

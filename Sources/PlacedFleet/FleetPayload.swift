@@ -79,6 +79,25 @@ public enum FleetPayload {
         return encode(.object(object))
     }
 
+    /// OwnTracks `_type: transition` for an own place entered (`enter`) or left (`leave`), as OwnTracks'
+    /// apps send one for a region: `desc` the place's name, `rid` its key (what `own:<key>` holds, the
+    /// waypoint's rid for a place setWaypoints made), `wtst` the waypoint's `tst` (0 for a place no
+    /// waypoint made), `lat`, `lon` and `acc` (the 95 % radius, whole metres) of the fix that confirmed
+    /// it, `tst` that fix's time, `t: c` (a region).
+    public static func ownTracksRegionTransition(
+        _ event: TransitionEvent, place: String, key: String, waypointTime: Int64?, fix: Fix, tid: String,
+        id: String, stamp: FleetStamp
+    ) -> [UInt8] {
+        var object: [String: JSON] = [
+            "_type": "transition", "_id": .string(id), "event": .string(event.rawValue), "desc": .string(place),
+            "rid": .string(key), "wtst": .number(Double(waypointTime ?? 0)),
+            "lat": number(fix.coordinate.latitude), "lon": number(fix.coordinate.longitude),
+            "tst": .number(Double(Int64(timestamp(fix.time ?? stamp.systemTime)))), "tid": .string(tid), "t": "c",
+        ]
+        if let sigma = fix.accuracy { object["acc"] = .number(accuracyRadius(sigma: sigma).rounded()) }
+        return encode(.object(object))
+    }
+
     /// OwnTracks' two-character tracker id: the device id's last two characters.
     public static func trackerID(device: String) -> String { String(device.suffix(2)) }
 

@@ -36,12 +36,15 @@ public struct FleetSettings: Sendable, Equatable {
     /// `Backlog=`: most outbox rows kept while the brokers are out of reach; past it the oldest location
     /// and state updates are dropped (never a marker or a visit).
     public var backlog = 100_000
+    /// `AcceptCommands=`: subscribe to `placed/<device>/cmd` (and with `OwnTracks=yes` to
+    /// `owntracks/<user>/<device>/cmd`) and apply the own places the fleet sends (`FleetCommand`).
+    public var acceptCommands = false
     /// Messages in flight (sent, not yet acknowledged) on a connection.
     public var inFlight = 64
 
     public static let keys = [
         "Broker", "DeviceId", "CAFile", "CertFile", "KeyFile", "Username", "PasswordCredential", "KeepAlive",
-        "Protocol", "OwnTracks", "OwnTracksUser", "Backlog",
+        "Protocol", "OwnTracks", "OwnTracksUser", "Backlog", "AcceptCommands",
     ]
 
     public init() {}
@@ -95,6 +98,11 @@ public struct FleetSettings: Sendable, Equatable {
             }
             ownTracks = flag
         case "OwnTracksUser": ownTracksUser = try Self.topicLevel(value, key: key)
+        case "AcceptCommands":
+            guard let flag = Self.boolean(value) else {
+                throw .invalid(key: key, reason: "'\(value)' is not yes or no")
+            }
+            acceptCommands = flag
         case "Backlog":
             guard let rows = Int(value.replacingUnderscores), (1...10_000_000).contains(rows) else {
                 throw .invalid(key: key, reason: "'\(value)' is not a number of events 1-10000000")
@@ -120,6 +128,7 @@ public struct FleetSettings: Sendable, Equatable {
         case "OwnTracks": ownTracks ? "yes" : "no"
         case "OwnTracksUser": ownTracksUser
         case "Backlog": String(backlog)
+        case "AcceptCommands": acceptCommands ? "yes" : "no"
         default: nil
         }
     }

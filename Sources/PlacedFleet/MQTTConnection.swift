@@ -37,6 +37,10 @@ final class MQTTConnection {
         case connected
         /// PUBACK for message `mid`; `reason` is the MQTT 5 reason code (0 with MQTT 3.1.1).
         case acknowledged(mid: Int32, reason: Int32)
+        /// The broker granted subscription `mid` (SUBACK); `granted`: the QoS of each topic, 0x80 refused.
+        case subscribed(mid: Int32, granted: [Int32])
+        /// A message on a subscribed topic, its QoS flow complete (for QoS 1, PUBACK sent).
+        case message(topic: String, payload: [UInt8])
         /// The connection is over; `reason` says why, for the log and the status. `tls`: the TLS handshake
         /// failed (the broker's certificate is not trusted, say).
         case disconnected(reason: String, tls: Bool)
@@ -130,6 +134,18 @@ final class MQTTConnection {
         library.publishCallbackSet(handle) { _, context, mid, reason, _ in
             MQTTConnection.from(context).events.append(.acknowledged(mid: mid, reason: reason))
         }
+        library.subscribeCallbackSet(handle) { _, context, mid, count, granted in
+            let qos = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
+            MQTTConnection.from(context).events.append(.subscribed(mid: mid, granted: qos))
+        }
+        library.messageCallbackSet(handle) { _, context, message in
+            guard let message = message?.pointee, let topic = message.topic else { return }
+            let payload =
+                message.payload.map {
+                    Array(UnsafeRawBufferPointer(start: $0, count: Int(max(message.payloadlen, 0))))
+                } ?? []
+            MQTTConnection.from(context).events.append(.message(topic: String(cString: topic), payload: payload))
+        }
         library.disconnectCallbackSet(handle) { _, context, rc, _ in
             MQTTConnection.from(context).libraryDisconnected(rc)
         }
@@ -205,6 +221,22 @@ final class MQTTConnection {
         keepAlive?.wrote(at: EventLoop.monotonicNow)
         updateInterest()
         return mid
+    }
+
+    /// Subscribes to `topics` at QoS 1; the SUBACK comes as `subscribed` with the returned message id.
+    func subscribe(_ topics: [String]) throws(FleetError) -> [Int32] {
+        guard let handle, !isClosed else { throw .notConnected }
+        var mids: [Int32] = []
+        for topic in topics {
+            var mid: Int32 = 0
+            let rc = library.subscribe(handle, &mid, topic, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                throw .client("subscribing to \(topic): \(reason(for: rc, after: "mosquitto_subscribe"))")
+            }
+            mids.append(mid)
+        }
+        updateInterest()
+        return mids
     }
 
     /// Gives the connection up (the owner found it useless): reported as `disconnected` on the next loop

@@ -41,6 +41,9 @@ struct MosquittoLibrary: @unchecked Sendable {
     let loopWrite: placed_mosquitto_loop_write_fn
     let loopMisc: placed_mosquitto_loop_misc_fn
     let wantWrite: placed_mosquitto_want_write_fn
+    let subscribe: placed_mosquitto_subscribe_fn
+    let subscribeCallbackSet: placed_mosquitto_subscribe_callback_set_fn
+    let messageCallbackSet: placed_mosquitto_message_callback_set_fn
 
     /// The library, opened and initialized once per process; the same failure every time it cannot be.
     static func shared() throws(FleetError) -> MosquittoLibrary {
@@ -107,6 +110,11 @@ struct MosquittoLibrary: @unchecked Sendable {
         loopWrite = try symbol("mosquitto_loop_write", as: placed_mosquitto_loop_write_fn.self)
         loopMisc = try symbol("mosquitto_loop_misc", as: placed_mosquitto_loop_misc_fn.self)
         wantWrite = try symbol("mosquitto_want_write", as: placed_mosquitto_want_write_fn.self)
+        subscribe = try symbol("mosquitto_subscribe", as: placed_mosquitto_subscribe_fn.self)
+        subscribeCallbackSet = try symbol(
+            "mosquitto_subscribe_callback_set", as: placed_mosquitto_subscribe_callback_set_fn.self)
+        messageCallbackSet = try symbol(
+            "mosquitto_message_callback_set", as: placed_mosquitto_message_callback_set_fn.self)
     }
 
     func describe(_ rc: Int32) -> String { text(strerror(rc)) }

@@ -6,13 +6,17 @@ import CSQLite
 /// A marker's rows commit in the selection's own transaction (`SelectionLog.append(_:alongside:)`), so a
 /// selection the user saw acknowledged is always in the outbox. A cursor per broker configuration moves
 /// only when a broker acknowledges (PUBACK); acknowledged rows are deleted with it. Past `limit` rows, the
-/// oldest location and state updates are dropped first; markers and visits are never dropped.
+/// oldest location and state updates are dropped first; markers, visits, transitions and command
+/// results are never dropped.
 public final class Outbox {
     /// What a row holds, which decides whether it may be dropped when the backlog is full.
     public enum Kind: String, Sendable, CaseIterable {
         case marker, visit, state, location
+        /// An own place entered or left; the result of a fleet command.
+        case transition, result
 
-        /// Location and state updates are superseded by the next ones; markers and visits are not.
+        /// Location and state updates are superseded by the next ones; markers, visits, transitions and
+        /// command results are not.
         public var isDroppable: Bool { self == .state || self == .location }
     }
 

@@ -1,5 +1,6 @@
 import PlacedStore
 import PlacedSystem
+import PlacedWire
 import PlacedTestSupport
 import Testing
 
@@ -150,5 +151,48 @@ private func circle(_ key: String, east: Double, radius: Double, kind: String = 
         let leftAt = LocalProjection(origin: centre).project(crossings[1].fix.coordinate).x
         #expect(abs(leftAt - 645) < 0.5, "left at \(leftAt)")
         #expect(daemon.boundaries.inside.isEmpty)
+    }
+}
+
+/// Commands from the fleet (`AcceptCommands=yes`), as the fleet adapter hands them to the daemon.
+@Suite(.serialized) struct FleetCommandDaemonTests {
+    @Test func aCommandIsAppliedOnceRankedAtOnceAndItsResultRecordedInItsTransaction() throws {
+        let fixture = try OwnFixture()
+        let command = FleetCommand(
+            origin: .placed, request: "req-1", put: [circle("depot", east: 0, radius: 30)], delete: ["own:none"])
+        var recorded: [FleetCommandResult] = []
+        let before = fixture.daemon.generation
+        let first = fixture.daemon.applyFleetCommand(command) { recorded.append($0) }
+        #expect(first.outcome == .applied(put: 1, deleted: 0) && recorded == [first])
+        #expect(fixture.daemon.generation == before + 1, "ranked again at once")
+        #expect(fixture.rankings.rankings.last?.places.contains { $0.place.id == "own:depot" } == true)
+
+        // Deleted in between, then the command delivered again: not applied again, nothing recorded.
+        _ = try fixture.daemon.deletePlaces(["own:depot"], by: root)
+        let again = fixture.daemon.applyFleetCommand(command) { recorded.append($0) }
+        #expect(again.outcome == .duplicate(put: 1, deleted: 0) && recorded.count == 1)
+        #expect(try fixture.daemon.ownPlaces(by: reader).isEmpty)
+
+        // Still a duplicate after a restart: the request id is in the file.
+        fixture.daemon.close()
+        fixture.daemon = try Daemon(configuration: try fixture.loader.reload(), loop: fixture.loop)
+        #expect(fixture.daemon.applyFleetCommand(command) { _ in }.outcome == .duplicate(put: 1, deleted: 0))
+        #expect(try fixture.daemon.ownPlaces(by: reader).isEmpty)
+    }
+
+    @Test func aResultThatCannotBeRecordedLeavesTheCommandUnapplied() throws {
+        struct Full: Error {}
+        let fixture = try OwnFixture()
+        let command = FleetCommand(origin: .ownTracks, request: "ot-1", put: [circle("gate", east: 0, radius: 30)])
+        let failed = fixture.daemon.applyFleetCommand(command) { _ in throw Full() }
+        guard case .refused(let error) = failed.outcome else {
+            Issue.record("applied without its result: \(failed)")
+            return
+        }
+        #expect(error.kind == .storeFailed && error.request == "ot-1")
+        #expect(try fixture.daemon.ownPlaces(by: reader).isEmpty)
+        // Not remembered either: sent again, it is applied.
+        #expect(fixture.daemon.applyFleetCommand(command) { _ in }.outcome == .applied(put: 1, deleted: 0))
+        #expect(try fixture.daemon.ownPlaces(by: reader).map(\.id) == ["own:gate"])
     }
 }

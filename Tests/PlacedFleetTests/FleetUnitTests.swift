@@ -3,6 +3,7 @@ import PlacedCore
 import PlacedJSON
 @testable import PlacedStore
 import PlacedSystem
+import PlacedWire
 import Testing
 
 @testable import PlacedFleet
@@ -135,6 +136,28 @@ import Testing
         #expect(late["tst"]?.int == 1_795_955_187 && late["wtst"]?.int == 1_795_949_999)
         #expect(FleetPayload.trackerID(device: "3f2a91") == "91")
     }
+
+    @Test func ownTracksRegionTransitionOfAnOwnPlace() throws {
+        let fix = Fix(
+            time: 1_795_955_100.9, coordinate: Coordinate(latitude: 60.1699, longitude: 24.9384), mode: .threeD,
+            accuracy: 4)
+        let json = try JSON(
+            parsing: FleetPayload.ownTracksRegionTransition(
+                .enter, place: "Depot", key: "Dp0t", waypointTime: 1_437_552_714, fix: fix, tid: "17",
+                id: "van-17:11", stamp: stamp))
+        #expect(json["_type"] == "transition" && json["event"] == "enter" && json["desc"] == "Depot")
+        #expect(json["rid"] == "Dp0t" && json["wtst"]?.int == 1_437_552_714 && json["t"] == "c")
+        #expect(json["lat"]?.double == 60.1699 && json["lon"]?.double == 24.9384 && json["acc"]?.int == 10)
+        #expect(json["tst"]?.int == 1_795_955_100 && json["tid"] == "17" && json["_id"] == "van-17:11")
+        // No waypoint made the place, no fix time, no accuracy: wtst 0, the system time, no acc.
+        let bare = try JSON(
+            parsing: FleetPayload.ownTracksRegionTransition(
+                .leave, place: "Yard", key: "yard", waypointTime: nil,
+                fix: Fix(time: nil, coordinate: fix.coordinate, mode: .twoD), tid: "17", id: "van-17:12",
+                stamp: stamp))
+        #expect(bare["event"] == "leave" && bare["wtst"]?.int == 0 && bare["acc"] == nil)
+        #expect(bare["tst"]?.int == Int(stamp.systemTime))
+    }
 }
 
 @Suite struct FleetSystemTests {
@@ -216,6 +239,57 @@ import Testing
         #expect(rows.filter(\.message.retained).count == 6, "the five states and the OwnTracks location")
         let state = try JSON(parsing: rows.last!.message.payload)
         #expect(state["source"] == "stale" && state["marker"]?["selection"]?.int == 3)
+    }
+
+    @Test func anOwnPlaceCrossedAndACommandsResultAreRowsOnTheirTopics() throws {
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:1")
+            try settings.set("DeviceId", to: "van-3")
+            try settings.set("OwnTracks", to: "yes")
+            try settings.set("AcceptCommands", to: "yes")
+        }
+        let exporter = publisher.exporter
+        #expect(exporter.commandTopics == ["placed/van-3/cmd", "owntracks/placed/van-3/cmd"])
+        let fix = Fix(
+            time: 1_795_955_100, coordinate: Coordinate(latitude: 60.17, longitude: 24.95), mode: .threeD, accuracy: 4)
+        exporter.crossed(
+            FleetTransition(
+                record: ["event": "enter", "id": "own:gate", "name": "Gate", "kind": "own"], event: .enter,
+                placeName: "Gate", key: "gate", waypointTime: 1_437_552_714, fix: fix))
+        publisher.loop.pump(for: 0.1)
+        let result = FleetCommandResult(request: "r1", origin: .placed, outcome: .applied(put: 1, deleted: 0))
+        try exporter.recordCommandResult(result)
+        exporter.commandTransactionEnded(committed: true)
+        publisher.loop.pump(for: 0.1)
+        let rows = try exporter.outbox.pending(after: 0, limit: 10)
+        #expect(
+            rows.map(\.message.topic) == [
+                "placed/van-3/transition", "owntracks/placed/van-3/event", "placed/van-3/cmd/result",
+            ])
+        #expect(rows.map(\.message.kind) == [.transition, .transition, .result])
+        #expect(rows.allSatisfy { !$0.message.retained && !$0.message.kind.isDroppable })
+        let ours = try JSON(parsing: rows[0].message.payload)
+        #expect(ours["type"] == "transition" && ours["place"] == "own:gate" && ours["id"] == "van-3:1")
+        #expect(ours["event"] == "enter" && ours["name"] == "Gate" && ours["gpsTime"] == "2026-11-29T12:25:00.000Z")
+        let theirs = try JSON(parsing: rows[1].message.payload)
+        #expect(theirs["rid"] == "gate" && theirs["wtst"]?.int == 1_437_552_714 && theirs["_id"] == "van-3:2")
+        let answer = try JSON(parsing: rows[2].message.payload)
+        #expect(answer["type"] == "result" && answer["request"] == "r1" && answer["ok"] == true)
+        #expect(answer["put"]?.int == 1 && answer["device"] == "van-3")
+    }
+
+    @Test func withoutAcceptCommandsNoTopicIsSubscribed() throws {
+        var settings = FleetSettings()
+        try settings.set("Broker", to: "mqtt://127.0.0.1:1")
+        #expect(!settings.acceptCommands && settings.text(of: "AcceptCommands") == "no")
+        try settings.set("AcceptCommands", to: "on")
+        #expect(settings.acceptCommands && settings.text(of: "AcceptCommands") == "yes")
+        #expect(throws: FleetSettingsError.self) { try settings.set("AcceptCommands", to: "maybe") }
+        let publisher = try Publisher { settings in
+            try settings.set("Broker", to: "mqtt://127.0.0.1:1")
+            try settings.set("OwnTracks", to: "yes")
+        }
+        #expect(publisher.exporter.commandTopics.isEmpty)
     }
 }
 

@@ -37,6 +37,57 @@ import Testing
         #expect(try store.all() == [Self.yard])
     }
 
+    @Test func aCommandIsRememberedWithItsChangeAndItsWaypointTimes() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("selections.db")
+        do {
+            let store = OwnPlaceStore(log: try SelectionLog(path: path))
+            try store.put([Self.yard])
+            #expect(try store.command("r1") == nil)
+            var seen: OwnPlaceStore.CommandRecord?
+            let done = try store.apply(
+                request: "r1", put: [Self.depot], delete: ["own:yard", "own:nothing"],
+                waypointTimes: ["own:depot": 1_437_552_714], at: 1000
+            ) { record in seen = record }
+            #expect(done == OwnPlaceStore.CommandRecord(put: 1, deleted: 1) && seen == done)
+        }
+        let store = OwnPlaceStore(log: try SelectionLog(path: path))
+        #expect(try store.all() == [Self.depot])
+        #expect(try store.command("r1") == OwnPlaceStore.CommandRecord(put: 1, deleted: 1))
+        #expect(try store.waypointTime(of: "own:depot") == 1_437_552_714)
+        // Put again by another command without a waypoint: no waypoint time any more.
+        _ = try store.apply(request: "r2", put: [Self.depot], delete: [], waypointTimes: [:], at: 1001) { _ in }
+        #expect(try store.waypointTime(of: "own:depot") == nil)
+    }
+
+    @Test func aCommandWhoseResultCannotBeWrittenChangesNothing() throws {
+        struct Refused: Error {}
+        let directory = TemporaryDirectory()
+        let store = OwnPlaceStore(log: try SelectionLog(path: directory.file("selections.db")))
+        try store.put([Self.yard])
+        #expect(throws: SelectionLogError.self) {
+            _ = try store.apply(
+                request: "r1", put: [Self.depot], delete: ["own:yard"], waypointTimes: ["own:depot": 5], at: 1
+            ) { _ in throw Refused() }
+        }
+        #expect(try store.all() == [Self.yard])
+        #expect(try store.command("r1") == nil && store.waypointTime(of: "own:depot") == nil)
+    }
+
+    @Test func theNewestRequestIdsAreRemembered() throws {
+        let directory = TemporaryDirectory()
+        let store = OwnPlaceStore(log: try SelectionLog(path: directory.file("selections.db")))
+        let count = 5
+        for number in 0..<count {
+            _ = try store.apply(
+                request: "r\(number)", put: [], delete: ["own:x"], waypointTimes: [:], at: Double(number),
+                remembering: 3
+            ) { _ in }
+        }
+        #expect(try store.command("r0") == nil && store.command("r1") == nil)
+        #expect(try store.command("r2") != nil && store.command("r\(count - 1)") != nil)
+    }
+
     @Test func selectionsAndOwnPlacesShareTheFile() throws {
         let directory = TemporaryDirectory()
         let log = try SelectionLog(path: directory.file("selections.db"))

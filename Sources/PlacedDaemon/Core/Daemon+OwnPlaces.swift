@@ -1,6 +1,7 @@
 import PlacedCore
 import PlacedStore
 import PlacedSystem
+import PlacedWire
 
 /// Own places (docs/DESIGN.md, "Own places"): put and deleted in atomic batches, durable before the
 /// reply, and in effect at once: the current location is ranked again and the ranking published.
@@ -52,6 +53,43 @@ extension Daemon {
     }
 
     public var ownPlaceCount: Int { ownPlaces.count }
+
+    /// A command from the fleet (`[Fleet] AcceptCommands=yes`), trusted as the configured broker
+    /// connection is (TLS, the broker's ACL): applied as PutPlaces and DeletePlaces are, in one
+    /// transaction with its request id, so a command delivered again is applied once. `alongside` runs
+    /// inside that transaction (the result's outbox row). The command was checked whole when it was
+    /// read (`FleetCommand.parse`).
+    public func applyFleetCommand(
+        _ command: FleetCommand, alongside: (FleetCommandResult) throws -> Void
+    ) -> FleetCommandResult {
+        func result(_ outcome: FleetCommandResult.Outcome) -> FleetCommandResult {
+            FleetCommandResult(request: command.request, origin: command.origin, outcome: outcome)
+        }
+        do {
+            if let earlier = try ownPlaceStore.command(command.request) {
+                Log.info("fleet command \(command.request): applied before, not again")
+                return result(.duplicate(put: earlier.put, deleted: earlier.deleted))
+            }
+            let done = try ownPlaceStore.apply(
+                request: command.request, put: command.put, delete: command.delete,
+                waypointTimes: command.waypointTimes, at: clock.wall
+            ) { record in
+                try alongside(result(.applied(put: record.put, deleted: record.deleted)))
+            }
+            ownPlaces = ownPlaces.deleting(command.delete).putting(command.put)
+            // A deleted place is not left: it no longer exists (no Left event).
+            for id in command.delete { boundaries.forget(id) }
+            Log.info(
+                "fleet command \(command.request): \(done.put) own place(s) put, \(done.deleted) deleted, "
+                    + "\(ownPlaces.count) in all")
+            ownPlacesChanged()
+            return result(.applied(put: done.put, deleted: done.deleted))
+        } catch {
+            Log.error("fleet command \(command.request) not applied: \(error)")
+            return result(
+                .refused(FleetCommandError(.storeFailed, "not stored: \(error)", request: command.request)))
+        }
+    }
 
     /// A change is seen at once: the last location ranked again, as a new generation.
     private func ownPlacesChanged() {

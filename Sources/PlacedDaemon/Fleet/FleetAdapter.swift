@@ -3,6 +3,7 @@ import PlacedFleet
 import PlacedJSON
 import PlacedStore
 import PlacedSystem
+import PlacedWire
 
 /// The fleet export as an adapter: the daemon's markers, visits, moves and source states go to the
 /// fleet's MQTT brokers through the durable outbox in the selection log's file (`FleetExporter`).
@@ -10,7 +11,9 @@ import PlacedSystem
 /// - Markers: as the selection journal, its rows are written in the selection's own transaction.
 /// - Moves: the state (location, top place) and, with `OwnTracks=yes`, a location, at most one a second
 ///   (a newer move in that second replaces the one waiting; the last one is always sent).
-/// - Visits (start and end) and source state changes: as they happen.
+/// - Visits (start and end), own places entered and left, and source state changes: as they happen.
+/// - Commands (`AcceptCommands=yes`): applied through `applyCommand` (the daemon's), with their result
+///   row in the change's transaction.
 /// Places are named in `Language=`, as in the replies to calls that ask for no language.
 ///
 /// Without `Broker=` it holds no exporter: libmosquitto is never loaded, no socket is opened.
@@ -34,6 +37,9 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
     private var moveTimer: EventSource?
     /// Called when the state, the broker or the last error changes (D-Bus PropertiesChanged of `Fleet`).
     var onStatusChange: (() -> Void)?
+    /// Applies a fleet command to the own places (`Daemon.applyFleetCommand`); `alongside` runs in its
+    /// transaction.
+    var applyCommand: ((FleetCommand, _ alongside: (FleetCommandResult) throws -> Void) -> FleetCommandResult)?
 
     init(service: PlacesService, loop: EventLoop, selections: SelectionLog, settings: FleetSettings) {
         self.service = service
@@ -79,6 +85,7 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
             exporter.restoreState(
                 marker: service.marker.map { Record.marker($0).jsonObject }, source: service.sourceState.rawValue)
             exporter.onStatusChange = { [unowned self] _ in onStatusChange?() }
+            exporter.onCommand = { [unowned self, unowned exporter] command in apply(command, exporter) }
             self.exporter = exporter
         } catch {
             failure = error.description
@@ -163,10 +170,38 @@ final class FleetAdapter: DaemonSubscriber, SelectionJournal {
             let record = Record.visit(
                 visit, clock: service.clock, place: place, selection: selection, language: service.language)
             exporter.visitEnded(fleetVisit(visit, record: record, place: place, service))
-        case .boundaryCrossed:
-            break  // not exported yet: transitions in the outbox are a follow-up (issue 35)
+        case let .boundaryCrossed(crossing):
+            let record = Record.transition(crossing, clock: service.clock, language: service.language)
+            let id = crossing.place.id
+            exporter.crossed(
+                FleetTransition(
+                    record: record.jsonObject, event: crossing.transition == .entered ? .enter : .leave,
+                    placeName: crossing.place.name(forLanguage: service.language),
+                    key: OwnPlace.key(ofID: id).map(String.init) ?? id,
+                    waypointTime: try? OwnPlaceStore(log: selections).waypointTime(of: id), fix: crossing.fix))
         case .markerPlaced, .distanceFilterChanged:
             break  // a marker's rows are written in its transaction (`write(alongside:)`)
+        }
+    }
+
+    /// A command read from the broker: applied once, its result published (in the change's transaction
+    /// when applied now).
+    private func apply(_ command: FleetCommand, _ exporter: FleetExporter) {
+        guard let applyCommand else {
+            exporter.publishCommandResult(
+                FleetCommandResult(
+                    request: command.request, origin: command.origin,
+                    outcome: .refused(FleetCommandError(.unsupported, "no own places here", request: command.request))))
+            return
+        }
+        let result = applyCommand(command) { result throws(SelectionLogError) in
+            try exporter.recordCommandResult(result)
+        }
+        if case .applied = result.outcome {
+            exporter.commandTransactionEnded(committed: true)
+        } else {
+            exporter.commandTransactionEnded(committed: false)
+            exporter.publishCommandResult(result)
         }
     }
 

@@ -17,6 +17,7 @@ extension Settings {
         row("OwnTracks", "also publish OwnTracks location and transition messages"),
         row("OwnTracksUser", "the user part of owntracks/USER/DEVICE"),
         row("Backlog", "most events kept while no broker is reachable; past it the oldest location updates go"),
+        row("AcceptCommands", "apply own places the fleet sends on placed/DEVICE/cmd (and OwnTracks setWaypoints)"),
     ]
 
     private static func row(_ key: String, _ help: String) -> Setting {

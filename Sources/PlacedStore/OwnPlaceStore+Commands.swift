@@ -1,0 +1,143 @@
+import CSQLite
+import PlacedCore
+
+/// Fleet commands (`[Fleet] AcceptCommands=yes`) change the own places as PutPlaces and DeletePlaces do,
+/// and are applied once per request id: the id is remembered in the change's own transaction, so a
+/// broker delivering the command again, before or after a crash, finds it done. The `tst` of places
+/// an OwnTracks setWaypoints made is kept beside them: their `wtst` in the transitions they cause.
+extension OwnPlaceStore {
+    /// What a command did the first time, by request id.
+    public struct CommandRecord: Sendable, Equatable {
+        public var put: Int
+        public var deleted: Int
+    }
+
+    /// Request ids remembered: the newest, by the time they were applied. A broker redelivers a message
+    /// it has not seen acknowledged, within one session: far fewer than this.
+    public static let rememberedCommands = 10_000
+
+    static let commandSchema = """
+        CREATE TABLE IF NOT EXISTS fleet_commands(
+            request TEXT PRIMARY KEY,
+            put INTEGER NOT NULL,
+            deleted INTEGER NOT NULL,
+            applied REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS fleet_commands_applied ON fleet_commands(applied);
+        CREATE TABLE IF NOT EXISTS own_place_waypoints(
+            id TEXT PRIMARY KEY,
+            tst INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """
+
+    /// The command of `request` if it was applied (and is still remembered).
+    public func command(_ request: String) throws(SelectionLogError) -> CommandRecord? {
+        try readingCommands { database throws(SQLiteError) in
+            let query = try database.prepare("SELECT put, deleted FROM fleet_commands WHERE request = ?")
+            try query.bind(request, at: 1)
+            guard try query.step() else { return nil }
+            return CommandRecord(put: Int(query.int64(at: 0)), deleted: Int(query.int64(at: 1)))
+        }
+    }
+
+    /// The `tst` of the OwnTracks waypoint that made place `id`, if one did.
+    public func waypointTime(of id: String) throws(SelectionLogError) -> Int64? {
+        try readingCommands { database throws(SQLiteError) in
+            let query = try database.prepare("SELECT tst FROM own_place_waypoints WHERE id = ?")
+            try query.bind(id, at: 1)
+            return try query.step() ? query.int64(at: 0) : nil
+        }
+    }
+
+    /// Puts `put` and deletes `delete` in one transaction with the request id (and the waypoints'
+    /// times; the newest `limit` request ids are kept), then runs `alongside` in it (the fleet's result row): all of it commits, or none.
+    /// Returns what it did. The batch must be valid and its ids distinct (`FleetCommand.parse`).
+    public func apply(
+        request: String, put: [OwnPlace], delete: [String], waypointTimes: [String: Int64], at time: Double,
+        remembering limit: Int = OwnPlaceStore.rememberedCommands, alongside: (CommandRecord) throws -> Void
+    ) throws(SelectionLogError) -> CommandRecord {
+        let (database, statements) = try log.writableConnection()
+        do {
+            try database.execute(Self.schema)
+            try database.execute(Self.commandSchema)
+            let record = try database.transaction {
+                let insert = try statements.statement(Self.putSQL, on: database)
+                for place in put {
+                    defer { insert.reset() }
+                    try insert.bind(place.id, at: 1)
+                    try insert.bind(place.name, at: 2)
+                    try insert.bind(place.kind, at: 3)
+                    try insert.bind(place.address, at: 4)
+                    try insert.bind(place.weight, at: 5)
+                    try insert.bind(blob: OwnPlaceCodec.encode(names: place.localizedNames), at: 6)
+                    try insert.bind(blob: OwnPlaceCodec.encode(place.geometry), at: 7)
+                    _ = try insert.step()
+                }
+                let remove = try statements.statement("DELETE FROM own_places WHERE id = ?", on: database)
+                var deleted = 0
+                for id in delete {
+                    defer { remove.reset() }
+                    try remove.bind(id, at: 1)
+                    _ = try remove.step()
+                    deleted += database.changes
+                }
+                // A place put again by other means than a waypoint, or deleted, has no waypoint time.
+                let forget = try statements.statement("DELETE FROM own_place_waypoints WHERE id = ?", on: database)
+                for id in put.map(\.id) + delete {
+                    defer { forget.reset() }
+                    try forget.bind(id, at: 1)
+                    _ = try forget.step()
+                }
+                let keep = try statements.statement(
+                    "INSERT INTO own_place_waypoints(id, tst) VALUES(?, ?)", on: database)
+                for (id, tst) in waypointTimes.sorted(by: { $0.key < $1.key }) {
+                    defer { keep.reset() }
+                    try keep.bind(id, at: 1)
+                    try keep.bind(tst, at: 2)
+                    _ = try keep.step()
+                }
+                let record = CommandRecord(put: put.count, deleted: deleted)
+                let remember = try statements.statement(
+                    "INSERT INTO fleet_commands(request, put, deleted, applied) VALUES(?, ?, ?, ?)", on: database)
+                defer { remember.reset() }
+                try remember.bind(request, at: 1)
+                try remember.bind(Int64(record.put), at: 2)
+                try remember.bind(Int64(record.deleted), at: 3)
+                try remember.bind(time, at: 4)
+                _ = try remember.step()
+                try database.execute(
+                    "DELETE FROM fleet_commands WHERE request IN (SELECT request FROM fleet_commands"
+                        + " ORDER BY applied DESC LIMIT -1 OFFSET \(max(1, limit)))")
+                try alongside(record)
+                return record
+            }
+            return record
+        } catch let error as SelectionLogError {
+            throw error
+        } catch let error as SQLiteError {
+            throw SelectionLogError(error, path: log.path)
+        } catch {
+            throw .failed(path: log.path, reason: "\(error)")
+        }
+    }
+
+    /// Runs `body` on the current connection once the command tables exist (a read-only log without
+    /// them: nil, nothing was ever applied).
+    private func readingCommands<Result>(_ body: (Database) throws(SQLiteError) -> Result?)
+        throws(SelectionLogError) -> Result?
+    {
+        let (database, _) = try log.currentConnection()
+        do {
+            if database.isReadOnly {
+                let exists = try database.scalarInt64(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'fleet_commands'")
+                if exists == 0 { return nil }
+            } else {
+                try database.execute(Self.commandSchema)
+            }
+            return try body(database)
+        } catch {
+            throw SelectionLogError(error, path: log.path)
+        }
+    }
+}
