@@ -343,6 +343,8 @@ def test_own_places_put_list_delete_as_busctl_types_them(bus, placed):
                     ["data"])
     assert ranked[0] >= 2
     assert {"id": "own:gate", "distance": 0.0} in ranked[1]
+    details = unwrap(call(bus, "GetDetails", "sa{sv}", "own:gate", 1, "fields", "as", 2, "id", "name")["data"][0])
+    assert details == {"id": "own:gate", "name": "Gate"}
     # One Feature alone is a batch of one, and a put replaces the place of its id.
     renamed = own_circle("gate", 60.1699, 24.9384, 40, kind="gate")
     renamed["properties"]["name"] = "Main gate"
