@@ -110,16 +110,28 @@ public final class BusClient: PlacesClient {
     public func refresh() throws(ClientError) { _ = try call("Refresh", returns: 0) }
 
     // Own places have no D-Bus methods yet.
+    /// PutPlaces, DeletePlaces and OwnPlaces carry the places as GeoJSON text; the replies become
+    /// varlink's `count` and `places` (the Features).
     public func putPlaces(_ features: [JSON]) throws(ClientError) -> [String: JSON] {
-        throw .unsupported("own places need the varlink socket")
+        let collection: JSON = ["type": "FeatureCollection", "features": .array(features)]
+        let text: String
+        do {
+            text = try collection.serialized()
+        } catch {
+            throw .unsupported("the own places do not serialize: \(error)")
+        }
+        return ["count": JSON(try call("PutPlaces", [.string(text), .dictionary([:])], returns: 1)[0])]
     }
 
     public func deletePlaces(_ ids: [String]) throws(ClientError) -> [String: JSON] {
-        throw .unsupported("own places need the varlink socket")
+        ["count": JSON(try call("DeletePlaces", [.strings(ids), .dictionary([:])], returns: 1)[0])]
     }
 
     public func ownPlaces() throws(ClientError) -> [String: JSON] {
-        throw .unsupported("own places need the varlink socket")
+        guard let text = try call("OwnPlaces", [.dictionary([:])], returns: 1)[0].string,
+            let collection = try? JSON(parsing: Array(text.utf8)), let features = collection["features"]
+        else { throw .protocolViolation("OwnPlaces did not return a GeoJSON FeatureCollection") }
+        return ["places": features]
     }
 
     public func history(limit: Int?, before: Int?) throws(ClientError) -> [String: JSON] {

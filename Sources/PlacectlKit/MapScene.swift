@@ -2,9 +2,9 @@ import PlacedCore
 import PlacedJSON
 import PlacedWire
 
-/// What `placectl map` draws: the map layer around a centre, the fix with its accuracy circle, the
-/// ranked places and the marker. Built from placed's varlink replies (`Current`, `Status`, `Map`) or
-/// directly, so the drawing can be tested without a daemon.
+/// What `placectl map` draws: the map layer around a centre, the own places' outlines, the fix with
+/// its accuracy circle, the ranked places and the marker. Built from placed's varlink replies
+/// (`Current`, `Status`, `Map`, `OwnPlaces`) or directly, so the drawing can be tested without a daemon.
 public struct MapScene: Sendable, Equatable {
     public struct Fix: Sendable, Equatable {
         public var coordinate: Coordinate
@@ -81,10 +81,12 @@ public struct MapScene: Sendable, Equatable {
     /// Best first: pin 1 is the most likely.
     public var places: [RankedPlace]
     public var marker: Marker?
+    /// The own places whose shapes come within reach of the map: circles and polygons with holes.
+    public var ownPlaces: [OwnPlace]
 
     public init(
         center: Coordinate, radius: Double, features: [MapFeature], fix: Fix? = nil, places: [RankedPlace] = [],
-        marker: Marker? = nil
+        marker: Marker? = nil, ownPlaces: [OwnPlace] = []
     ) {
         self.center = center
         self.radius = radius
@@ -92,6 +94,17 @@ public struct MapScene: Sendable, Equatable {
         self.fix = fix
         self.places = places
         self.marker = marker
+        self.ownPlaces = ownPlaces
+    }
+
+    /// The own places of an `OwnPlaces` reply (its Features) whose bounding circle comes within `reach`
+    /// metres of `center`; a Feature that does not read as an own place is left out.
+    public static func ownPlaces(_ features: [JSON], within reach: Double, of center: Coordinate) -> [OwnPlace] {
+        features.compactMap { feature in
+            guard let place = try? OwnPlace(geoJSON: feature) else { return nil }
+            let (centre, radius) = place.geometry.boundingCircle
+            return Geodesy.greatCircleDistance(center, centre) - radius <= reach ? place : nil
+        }
     }
 
     /// The radius to ask `Map` for so that a `width`×`height` map of `radius` (to its nearer edges) is
@@ -107,7 +120,7 @@ public struct MapScene: Sendable, Equatable {
     /// are left out; a reply without `features` is a protocol violation.
     public init(
         current: [String: JSON], status: [String: JSON], map: [String: JSON], center: Coordinate?, radius: Double,
-        markerHours: String? = nil
+        markerHours: String? = nil, ownPlaces: [OwnPlace] = []
     ) throws(ClientError) {
         func coordinate(_ object: JSON?) -> Coordinate? {
             guard let latitude = object?["latitude"]?.double, let longitude = object?["longitude"]?.double else {
@@ -140,6 +153,6 @@ public struct MapScene: Sendable, Equatable {
         }
         self.init(
             center: middle, radius: radius, features: features.compactMap(MapFeature.init(geoJSON:)), fix: fix,
-            places: places, marker: marker)
+            places: places, marker: marker, ownPlaces: ownPlaces)
     }
 }

@@ -5,7 +5,7 @@ import PlacedCore
 #endif
 
 /// Draws a `MapScene` as SVG, with no library: the map layer (green, water, squares, buildings,
-/// rail, paths, streets with their names), the fix and its accuracy circle, the ranked places as
+/// rail, paths, streets with their names), the own places' outlines with their names, the fix and its accuracy circle, the ranked places as
 /// numbered pins with a list of names and likelihoods, the marker with its title and address, a
 /// scale bar and the OpenStreetMap attribution. Sized for legibility at 800×480, a common in-vehicle
 /// screen: 12–14 px text with a halo, pins 10 px across.
@@ -40,6 +40,7 @@ public struct SVGMap {
     static let land = "#f2efe9"
     static let fixBlue = "#1a73e8"
     static let markerRed = "#d93025"
+    static let ownPurple = "#8e24aa"
 
     /// Street width in metres by highway class: drawn at the map's scale, 2 to 14 px, narrower than
     /// the real carriageway so that parallel ways (a dual carriageway, its tram lines) stay apart.
@@ -133,6 +134,7 @@ public struct SVGMap {
         }
 
         var occupied = reservedAreas()
+        drawOwnPlaces(into: &svg, avoiding: &occupied)
         streetLabels(visible, into: &svg, avoiding: &occupied)
         drawFix(into: &svg)
         drawPins(into: &svg)
@@ -347,6 +349,59 @@ public struct SVGMap {
     /// Text width for layout: DejaVu Sans averages a little under 0.6 em a character.
     static func textWidth(_ text: String, fontSize: Double, bold: Bool = false) -> Double {
         Double(text.count) * fontSize * (bold ? 0.65 : 0.58)
+    }
+
+    // MARK: Own places
+
+    /// Each own place in view as its outline over the map layer, filled lightly (a hole stays open:
+    /// even-odd), and its name at its interior point where no other label is.
+    private func drawOwnPlaces(into svg: inout SVGWriter, avoiding occupied: inout [Box]) {
+        let shown = scene.ownPlaces.filter { place in
+            let (centre, radius) = place.geometry.boundingCircle
+            let p = point(centre)
+            let r = radius * scale
+            return p.x + r >= 0 && p.x - r <= Double(width) && p.y + r >= 0 && p.y - r <= Double(height)
+        }
+        guard !shown.isEmpty else { return }
+        svg.open(
+            "g",
+            [
+                ("id", "own-places"), ("fill", Self.ownPurple), ("fill-opacity", "0.12"), ("stroke", Self.ownPurple),
+                ("stroke-width", "2"), ("stroke-dasharray", "6 3"), ("fill-rule", "evenodd"),
+            ])
+        for place in shown {
+            let element: String
+            var attributes = [("class", "own-place")]
+            switch place.geometry {
+            case let .circle(centre, radius):
+                let p = point(centre)
+                element = "circle"
+                attributes += [("cx", number(p.x)), ("cy", number(p.y)), ("r", number(radius * scale))]
+            case .polygons(let polygons):
+                element = "path"
+                attributes.append(("d", polygons.joined().map { path($0, closed: true) }.joined()))
+            }
+            svg.open(element, attributes)
+            svg.element("title", text: "\(place.name) (\(place.id))")
+            svg.close(element)
+        }
+        svg.close("g")
+        svg.open(
+            "g",
+            [
+                ("id", "own-place-names"), ("font-size", "12"), ("font-style", "italic"), ("fill", Self.ownPurple),
+                ("text-anchor", "middle"), ("stroke", "#ffffff"), ("stroke-width", "3"), ("paint-order", "stroke"),
+            ])
+        for place in shown {
+            let p = point(place.geometry.interiorPoint)
+            let label = Self.shortened(place.name)
+            let halfWidth = Self.textWidth(label, fontSize: 12) / 2
+            let box = Box(minX: p.x - halfWidth, minY: p.y - 12, maxX: p.x + halfWidth, maxY: p.y + 3)
+            guard inView(p), !occupied.contains(where: { $0.overlaps(box) }) else { continue }
+            occupied.append(box)
+            svg.element("text", [("x", number(p.x)), ("y", number(p.y))], text: label)
+        }
+        svg.close("g")
     }
 
     // MARK: Fix, pins, marker

@@ -14,10 +14,14 @@ public struct OwnPlace: Sendable, Equatable {
     /// How strongly the place is preferred (the ranker's prior weight); nil: `defaultWeight`.
     public var weight: Double?
     public var geometry: OwnGeometry
+    /// Opening hours, contact, access and services: the keys of OpenStreetMap's details, served and
+    /// evaluated (`open_now`, `ClosedWeight=`) as an OSM place's are.
+    public var details: PlaceDetails
 
     public init(
         id: String, name: String, kind: String = OwnPlace.defaultKind, address: String? = nil,
-        localizedNames: [String: String] = [:], weight: Double? = nil, geometry: OwnGeometry
+        localizedNames: [String: String] = [:], weight: Double? = nil, geometry: OwnGeometry,
+        details: PlaceDetails = PlaceDetails()
     ) {
         self.id = id
         self.name = name
@@ -26,6 +30,7 @@ public struct OwnPlace: Sendable, Equatable {
         self.address = address
         self.weight = weight
         self.geometry = geometry
+        self.details = details
     }
 
     public static let idPrefix = "own:"
@@ -74,7 +79,26 @@ public struct OwnPlace: Sendable, Equatable {
             if let reason = Self.nameProblem(variant, language: language) { return reason }
         }
         if let weight, !(weight.isFinite && weight > 0) { return .invalidWeight(weight) }
+        if let reason = detailsProblem() { return reason }
         return geometry.problem()
+    }
+
+    /// A detail value too long to keep, or opening hours that do not parse: an OSM place's are kept
+    /// whole or dropped at import, but an own place's creator can be told and fix them.
+    func detailsProblem() -> OwnPlaceError.Reason? {
+        for (key, value) in details.tags.sorted(by: { $0.key < $1.key }) {
+            if value.utf8.count > PlaceDetails.maximumValueLength {
+                return .detailTooLong(key: key, bytes: value.utf8.count)
+            }
+        }
+        if let hours = details.openingHours {
+            do throws(OpeningHoursError) {
+                _ = try OpeningHours(parsing: hours)
+            } catch {
+                return .invalidOpeningHours(error.description)
+            }
+        }
+        return nil
     }
 
     static func nameProblem(_ name: String, language: String?) -> OwnPlaceError.Reason? {
@@ -101,7 +125,8 @@ public struct OwnPlace: Sendable, Equatable {
         Place(
             id: id, name: name, kind: kind, address: address, coordinate: geometry.interiorPoint,
             area: geometry.area, bounds: geometry.boundingBox, outline: geometry.outline,
-            addressSource: address == nil ? AddressSource.none : .own, localizedNames: localizedNames)
+            addressSource: address == nil ? AddressSource.none : .own, localizedNames: localizedNames,
+            details: details)
     }
 }
 
@@ -115,6 +140,10 @@ public struct OwnPlaceError: Error, Equatable, CustomStringConvertible {
         case emptyName(language: String?)
         case nameNotUTF8(language: String?)
         case invalidWeight(Double)
+        /// A detail value (`opening_hours`, `phone`…) longer than `PlaceDetails.maximumValueLength`.
+        case detailTooLong(key: String, bytes: Int)
+        /// `opening_hours` that does not parse: where and what was expected.
+        case invalidOpeningHours(String)
         case radiusOutOfRange(Double)
         case invalidCoordinate(latitude: Double, longitude: Double)
         case ringTooShort(polygon: Int, ring: Int)
@@ -155,6 +184,9 @@ public struct OwnPlaceError: Error, Equatable, CustomStringConvertible {
         case .emptyName(let language): return "\(named(language)) is empty"
         case .nameNotUTF8(let language): return "\(named(language)) is not valid UTF-8"
         case .invalidWeight(let weight): return "invalid weight \(weight): must be a finite number > 0"
+        case let .detailTooLong(key, bytes):
+            return "\(key) is \(bytes) bytes, more than the \(PlaceDetails.maximumValueLength) a detail may have"
+        case .invalidOpeningHours(let why): return "opening_hours does not parse: \(why)"
         case .radiusOutOfRange(let radius):
             return "radius \(radius) m out of range: \(Int(OwnPlace.minimumRadius)) to \(Int(OwnPlace.maximumRadius)) m"
         case .invalidCoordinate(let latitude, let longitude):

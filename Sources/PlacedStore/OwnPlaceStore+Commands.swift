@@ -58,21 +58,11 @@ extension OwnPlaceStore {
     ) throws(SelectionLogError) -> CommandRecord {
         let (database, statements) = try log.writableConnection()
         do {
-            try database.execute(Self.schema)
+            try prepare(database)
             try database.execute(Self.commandSchema)
             let record = try database.transaction {
                 let insert = try statements.statement(Self.putSQL, on: database)
-                for place in put {
-                    defer { insert.reset() }
-                    try insert.bind(place.id, at: 1)
-                    try insert.bind(place.name, at: 2)
-                    try insert.bind(place.kind, at: 3)
-                    try insert.bind(place.address, at: 4)
-                    try insert.bind(place.weight, at: 5)
-                    try insert.bind(blob: OwnPlaceCodec.encode(names: place.localizedNames), at: 6)
-                    try insert.bind(blob: OwnPlaceCodec.encode(place.geometry), at: 7)
-                    _ = try insert.step()
-                }
+                for place in put { try Self.insert(place, with: insert) }
                 let remove = try statements.statement("DELETE FROM own_places WHERE id = ?", on: database)
                 var deleted = 0
                 for id in delete {

@@ -16,12 +16,16 @@ public final class OwnPlaceStore {
             address TEXT,
             weight REAL,
             names BLOB NOT NULL,
-            geometry BLOB NOT NULL
+            geometry BLOB NOT NULL,
+            details TEXT
         ) WITHOUT ROWID;
         """
+    /// `details` (`PlaceDetails.encoded`), added in place to a table made before it.
+    static let detailsColumn = "ALTER TABLE own_places ADD COLUMN details TEXT"
 
     static let putSQL = """
-        INSERT OR REPLACE INTO own_places(id, name, kind, address, weight, names, geometry) VALUES(?,?,?,?,?,?,?)
+        INSERT OR REPLACE INTO own_places(id, name, kind, address, weight, names, geometry, details)
+        VALUES(?,?,?,?,?,?,?,?)
         """
 
     public init(log: SelectionLog) {
@@ -40,8 +44,10 @@ public final class OwnPlaceStore {
             } else {
                 try prepare(database)
             }
+            // A log only read may have the table from before `details`.
+            let details = try Self.hasDetailsColumn(database) ? "details" : "NULL"
             let query = try database.prepare(
-                "SELECT id, name, kind, address, weight, names, geometry FROM own_places ORDER BY id")
+                "SELECT id, name, kind, address, weight, names, geometry, \(details) FROM own_places ORDER BY id")
             var places: [OwnPlace] = []
             while try query.step() {
                 let id = query.text(at: 0) ?? ""
@@ -55,7 +61,7 @@ public final class OwnPlaceStore {
                         id: id, name: query.text(at: 1) ?? "", kind: query.text(at: 2) ?? "",
                         address: query.text(at: 3),
                         localizedNames: names, weight: query.isNull(at: 4) ? nil : query.double(at: 4),
-                        geometry: geometry))
+                        geometry: geometry, details: PlaceDetails(encoded: query.text(at: 7))))
             }
             releaseCache(database)
             return places
@@ -76,17 +82,7 @@ public final class OwnPlaceStore {
             try prepare(database)
             let insert = try statements.statement(Self.putSQL, on: database)
             try database.transaction {
-                for place in places {
-                    defer { insert.reset() }
-                    try insert.bind(place.id, at: 1)
-                    try insert.bind(place.name, at: 2)
-                    try insert.bind(place.kind, at: 3)
-                    try insert.bind(place.address, at: 4)
-                    try insert.bind(place.weight, at: 5)
-                    try insert.bind(blob: OwnPlaceCodec.encode(names: place.localizedNames), at: 6)
-                    try insert.bind(blob: OwnPlaceCodec.encode(place.geometry), at: 7)
-                    _ = try insert.step()
-                }
+                for place in places { try Self.insert(place, with: insert) }
             }
             releaseCache(database)
         } catch let error as SQLiteError {
@@ -127,8 +123,32 @@ public final class OwnPlaceStore {
         try? database.execute("PRAGMA shrink_memory")
     }
 
-    private func prepare(_ database: Database) throws(SQLiteError) {
+    /// One row of `putSQL`: the one place a place's columns are written, for a put and a fleet command.
+    static func insert(_ place: OwnPlace, with insert: Statement) throws(SQLiteError) {
+        defer { insert.reset() }
+        try insert.bind(place.id, at: 1)
+        try insert.bind(place.name, at: 2)
+        try insert.bind(place.kind, at: 3)
+        try insert.bind(place.address, at: 4)
+        try insert.bind(place.weight, at: 5)
+        try insert.bind(blob: OwnPlaceCodec.encode(names: place.localizedNames), at: 6)
+        try insert.bind(blob: OwnPlaceCodec.encode(place.geometry), at: 7)
+        try insert.bind(place.details.encoded, at: 8)
+        _ = try insert.step()
+    }
+
+    /// The table, with every column (`details` added to a table made before it).
+    func prepare(_ database: Database) throws(SQLiteError) {
         try database.execute(Self.schema)
+        if try !Self.hasDetailsColumn(database) { try database.execute(Self.detailsColumn) }
+    }
+
+    static func hasDetailsColumn(_ database: Database) throws(SQLiteError) -> Bool {
+        let columns = try database.prepare("PRAGMA table_info(own_places)")
+        while try columns.step() {
+            if columns.text(at: 1) == "details" { return true }
+        }
+        return false
     }
 }
 

@@ -100,7 +100,7 @@ public final class PlaceCatalog {
     /// The candidates are read in place (`MappedCandidate`): only the places listed become `Place`s.
     /// `openState`, when given, tells whether a place is open at the fix's time, from its number in the
     /// file (as `place(at:)` of the database takes it), its raw `opening_hours` (read in place, nil for
-    /// none) and its position; nil: unknown for every place (own places have no hours: unknown).
+    /// none) and its position, an own place's number -1; nil: unknown for every place.
     /// `own`: the own places near the fix (`OwnPlaceIndex.candidates`), ranked with the file's.
     public func rank(
         _ fix: Fix, with ranker: Ranker, picks: PickMemory, now: Double,
@@ -130,8 +130,10 @@ public final class PlaceCatalog {
                 fix: fix, candidates: found, picks: picks, now: now,
                 openState: openState.map { state in
                     { (candidate: CatalogCandidate) in
-                        guard case .mapped(let place) = candidate else { return .unknown }
-                        return state(place.number, place.openingHours, place.coordinate)
+                        switch candidate {
+                        case .mapped(let place): state(place.number, place.openingHours, place.coordinate)
+                        case .own(let site): state(-1, site.ownPlace.details.openingHours, site.reachCentre)
+                        }
                     }
                 },
                 limit: limit)

@@ -6,11 +6,15 @@ import PlacedJSON
 ///
 ///     {"type": "Feature",
 ///      "properties": {"id": "own:depot-1", "name": "North depot", "name:fi": "Pohjoinen varikko",
-///                     "kind": "depot", "address": "Satamatie 1", "weight": 2, "radius": 40},
+///                     "kind": "depot", "address": "Satamatie 1", "weight": 2, "radius": 40,
+///                     "opening_hours": "Mo-Fr 06:00-22:00", "phone": "+358 9 123;+358 9 456"},
 ///      "geometry": {"type": "Point", "coordinates": [24.95, 60.17]}}
 ///
 /// A Point needs `radius` (metres, 1 to 10,000); a Polygon or MultiPolygon has rings closed, each
-/// polygon its outer ring first. Other properties are kept by nothing and refused by nothing.
+/// polygon its outer ring first. The detail keys are OpenStreetMap's (`PlaceDetails`: `opening_hours`,
+/// `phone`, `website`, `wheelchair`, `diet:*`…), strings in OSM's form, a list's items also as an array
+/// of strings; written back as OSM's normalized strings. Other properties are kept by nothing and
+/// refused by nothing.
 extension OwnPlace {
     /// The Feature object. Coordinates are written exactly, so a place read back is the same place.
     public var geoJSON: JSON {
@@ -18,6 +22,7 @@ extension OwnPlace {
         if let address { properties["address"] = .string(address) }
         if let weight { properties["weight"] = .number(weight) }
         for (language, variant) in localizedNames { properties["name:\(language)"] = .string(variant) }
+        for (key, value) in details.tags { properties[key] = .string(value) }
         func position(_ c: Coordinate) -> JSON { [.number(c.longitude), .number(c.latitude)] }
         func polygon(_ rings: [[Coordinate]]) -> JSON { .array(rings.map { .array($0.map(position)) }) }
         let geometry: JSON
@@ -62,6 +67,24 @@ extension OwnPlace {
         let address = try optionalString("address")
         let weight = try optionalNumber("weight")
         let radius = try optionalNumber("radius")
+        var detailTags: [(key: String, value: String)] = []
+        for (key, value) in properties where PlaceDetails.mayKeep(key) && !value.isNull {
+            let text: String
+            if let string = value.string {
+                text = string
+            } else if let items = value.array, PlaceDetails.listKeys.contains(key),
+                case let strings = items.compactMap(\.string), strings.count == items.count
+            {
+                text = strings.joined(separator: ";")
+            } else {
+                throw fail("\(key) is not a string", id: id)
+            }
+            // Dropped whole at an OSM import; here the place's creator hears of it.
+            guard text.utf8.count <= PlaceDetails.maximumValueLength else {
+                throw OwnPlaceError(feature: feature, id: id, .detailTooLong(key: key, bytes: text.utf8.count))
+            }
+            detailTags.append((key, text))
+        }
 
         guard let geometry = geoJSON["geometry"], let type = geometry["type"]?.string,
             let coordinates = geometry["coordinates"]
@@ -103,7 +126,7 @@ extension OwnPlace {
         }
         self.init(
             id: id, name: name, kind: kind, address: address, localizedNames: localizedNames, weight: weight,
-            geometry: shape)
+            geometry: shape, details: PlaceDetails(tags: detailTags))
     }
 
     /// Reads a FeatureCollection (or a single Feature) and checks every place and the batch: the

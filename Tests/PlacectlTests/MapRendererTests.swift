@@ -179,6 +179,54 @@ import Testing
         #expect(MapPNG.size(ofPNG: Array("not a png at all, not at all".utf8)) == nil)
     }
 
+    @Test func ownPlacesAreOutlinedCirclesAndPolygonsWithTheirHoles() throws {
+        let projection = LocalProjection(origin: Self.center)
+        func square(_ half: Double, east: Double) -> [Coordinate] {
+            [(-1, -1), (1, -1), (1, 1), (-1, 1), (-1, -1)].map {
+                projection.coordinate(east: east + $0.0 * half, north: 100 + $0.1 * half)
+            }
+        }
+        let gate = OwnPlace(
+            id: "own:gate", name: "Gate <3>", kind: "gate",
+            geometry: .circle(centre: projection.coordinate(east: -80, north: 40), radius: 25))
+        let yard = OwnPlace(
+            id: "own:yard", name: "Yard",
+            geometry: .polygons([[square(30, east: 80), square(10, east: 80).reversed()]]))
+        let far = OwnPlace(
+            id: "own:far", name: "Far",
+            geometry: .circle(centre: projection.coordinate(east: 5000, north: 0), radius: 9))
+        var scene = Self.scene(features: [])
+        scene.ownPlaces = [gate, yard, far]
+        let map = SVGMap(scene: scene, width: 800, height: 480)
+        let svg = map.render()
+        let (texts, _, ids) = try Self.texts(ofXML: svg)
+        #expect(ids.isSuperset(of: ["own-places", "own-place-names"]))
+        // The circle at its place and the map's scale (1.6 px a metre): 25 m is 40 px.
+        let centre = map.point(gate.geometry.boundingCircle.centre)
+        let circle = try #require(svg.split(separator: "\n").first { $0.hasPrefix(#"<circle class="own-place""#) })
+        func attribute(_ name: String) -> Double? {
+            circle.split(separator: " ").first { $0.hasPrefix(name + "=") }.flatMap {
+                Double($0.dropFirst(name.count + 2).prefix { $0 != "\"" })
+            }
+        }
+        #expect(abs((attribute("cx") ?? 0) - centre.x) <= 0.05 && abs((attribute("cy") ?? 0) - centre.y) <= 0.05)
+        #expect(attribute("r") == 40)
+        // The polygon is one path of two rings, the hole left open by the even-odd rule.
+        let polygon = try #require(svg.split(separator: "\n").first { $0.hasPrefix(#"<path class="own-place""#) })
+        #expect(polygon.filter { $0 == "Z" }.count == 2)
+        #expect(svg.contains(#"id="own-places" fill="\#(SVGMap.ownPurple)" fill-opacity="0.12""#))
+        #expect(svg.contains(#"fill-rule="evenodd""#))
+        #expect(texts.contains("Gate <3> (own:gate)") && texts.contains("Yard (own:yard)"), "titles")
+        #expect(texts.contains("Gate <3>") && texts.contains("Yard"), "names on the map")
+        #expect(!texts.contains { $0.contains("Far") }, "a place off the map is not drawn")
+
+        // From an OwnPlaces reply: the places within reach only.
+        let reply = [gate, yard, far].map(\.geoJSON) + [["type": "Feature"]]
+        #expect(MapScene.ownPlaces(reply, within: 300, of: Self.center).map(\.id) == ["own:gate", "own:yard"])
+        #expect(MapScene.ownPlaces(reply, within: 5000, of: Self.center).count == 3)
+        #expect(!SVGMap(scene: Self.scene(features: [])).render().contains("own-place"), "none: nothing drawn")
+    }
+
     @Test func sceneFromVarlinkReplies() throws {
         let forum: JSON = [
             "id": "osm:way/289767497", "name": "Forum", "kind": "shop=mall", "latitude": 60.169283,

@@ -148,6 +148,22 @@ private let squareWithHole = OwnGeometry.polygons([
         #expect(OwnPlace(id: "own:a", name: "Depot", weight: 0, geometry: circle).problem() == .invalidWeight(0))
     }
 
+    @Test func detailsMustBeKeptWholeAndHoursMustParse() {
+        func place(_ tags: [String: String]) -> OwnPlace {
+            OwnPlace(id: "own:a", name: "A", geometry: circle, details: PlaceDetails(normalized: tags))
+        }
+        #expect(place(["opening_hours": "Mo-Fr 08:00-17:00", "phone": "+358 1"]).problem() == nil)
+        #expect(place(["opening_hours": "Mo-Fr 08:00-17:00"]).place().details.openingHours == "Mo-Fr 08:00-17:00")
+        guard case .invalidOpeningHours(let why)? = place(["opening_hours": "Mo-Xx 08:00-17:00"]).problem() else {
+            Issue.record("unparsed hours accepted")
+            return
+        }
+        #expect(why.contains("offset"))
+        #expect(
+            place(["website": String(repeating: "w", count: 4097)]).problem()
+                == .detailTooLong(key: "website", bytes: 4097))
+    }
+
     @Test func aBatchNamesTheFeatureAtFault() {
         let good = OwnPlace(id: "own:a", name: "A", geometry: circle)
         let twice = OwnPlace(id: "own:a", name: "A again", geometry: circle)

@@ -131,6 +131,33 @@ private func circle(_ key: String, east: Double, radius: Double, kind: String = 
         #expect(!(fixture.rankings.rankings.last?.places.contains { $0.place.id == "own:a" } ?? true))
     }
 
+    @Test func detailsAreServedAndClosedHoursWeighAsAnOSMPlaces() throws {
+        let fixture = try OwnFixture()
+        var open = circle("open", east: 0, radius: 30)
+        open.details = PlaceDetails(tags: ["opening_hours": "24/7", "phone": "+358 1; +358 2", "wheelchair": "yes"])
+        var closed = circle("closed", east: 0, radius: 30)
+        closed.details = PlaceDetails(tags: ["opening_hours": "off"])
+        _ = try fixture.daemon.putPlaces([open, closed], by: root)
+
+        let place = try fixture.daemon.place(id: "own:open", by: reader)
+        #expect(place.details.list("phone") == ["+358 1", "+358 2"])
+        let records = PlaceRecords(language: nil, fields: .all, time: 1_800_000_000, service: fixture.daemon)
+        let record = records.record(place)
+        #expect(record["open_now"] == .bool(true))
+        #expect(record["wheelchair"] == .string("yes"))
+        #expect(record["phone"] == .strings(["+358 1", "+358 2"]))
+        #expect(records.record(try fixture.daemon.place(id: "own:closed", by: reader))["open_now"] == .bool(false))
+        #expect {
+            _ = try fixture.daemon.place(id: "own:none", by: reader)
+        } throws: { ($0 as? ServiceError)?.name == "UnknownPlace" }
+
+        // The same shape at the same spot: the closed one weighs ClosedWeight= times the open one.
+        let ranking = try #require(fixture.rankings.rankings.last)
+        let likelihood = { (id: String) in ranking.places.first { $0.place.id == id }?.likelihood ?? 0 }
+        #expect(likelihood("own:open") > 0)
+        #expect(abs(likelihood("own:closed") / likelihood("own:open") - RankingModel.defaultClosedWeight) < 1e-9)
+    }
+
     @Test func crossingABoundaryIsAnEventAfterTheDwell() throws {
         let fixture = try OwnFixture()
         let daemon = fixture.daemon

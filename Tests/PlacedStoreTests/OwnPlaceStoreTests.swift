@@ -88,6 +88,38 @@ import Testing
         #expect(try store.command("r2") != nil && store.command("r\(count - 1)") != nil)
     }
 
+    @Test func detailsAreStoredAndATableFromBeforeThemGetsTheColumn() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("selections.db")
+        do {
+            // The table as the first own places wrote it, with one place in it.
+            let database = try SelectionLog(path: path).currentConnection().database
+            try database.execute(
+                """
+                CREATE TABLE own_places(id TEXT PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, address TEXT,
+                    weight REAL, names BLOB NOT NULL, geometry BLOB NOT NULL) WITHOUT ROWID;
+                """)
+            let insert = try database.prepare(
+                "INSERT INTO own_places(id, name, kind, names, geometry) VALUES('own:old', 'Old', 'own', ?, ?)")
+            try insert.bind(blob: OwnPlaceCodec.encode(names: [:]), at: 1)
+            try insert.bind(blob: OwnPlaceCodec.encode(Self.depot.geometry), at: 2)
+            _ = try insert.step()
+        }
+        let store = OwnPlaceStore(log: try SelectionLog(path: path))
+        var shop = Self.depot
+        shop.id = "own:shop"
+        shop.details = PlaceDetails(tags: ["opening_hours": "24/7", "phone": "+358 1;+358 2", "diet:vegan": "yes"])
+        try store.put([shop])
+        let all = try store.all()
+        #expect(all.map(\.id) == ["own:old", "own:shop"])
+        #expect(all[0].details.isEmpty)
+        #expect(all[1] == shop && all[1].details.list("phone") == ["+358 1", "+358 2"])
+        // A fleet command writes the same row.
+        shop.details = PlaceDetails(tags: ["opening_hours": "Mo-Fr 09:00-17:00"])
+        _ = try store.apply(request: "r1", put: [shop], delete: [], waypointTimes: [:], at: 1) { _ in }
+        #expect(try store.all()[1].details.openingHours == "Mo-Fr 09:00-17:00")
+    }
+
     @Test func selectionsAndOwnPlacesShareTheFile() throws {
         let directory = TemporaryDirectory()
         let log = try SelectionLog(path: directory.file("selections.db"))

@@ -41,6 +41,46 @@ import Testing
         #expect(try OwnPlace.readCollection(written).sorted { $0.id < $1.id } == places.sorted { $0.id < $1.id })
     }
 
+    @Test func detailKeysAreReadAsOSMsAndWrittenBackTheSame() throws {
+        let text = """
+            {"type": "Feature",
+             "properties": {"id": "own:shop", "name": "Shop", "radius": 20, "opening_hours": "Mo-Fr 08:00-17:00",
+                            "phone": ["+358 9 1", " +358 9 2"], "contact:phone": "+358 9 3", "website": "https://x.fi",
+                            "wheelchair": "yes", "diet:vegan": "only", "description:fi": "Kauppa", "colour": "red",
+                            "brand:wikidata": null},
+             "geometry": {"type": "Point", "coordinates": [24.95, 60.17]}}
+            """
+        let place = try OwnPlace.readCollection(Array(text.utf8))[0]
+        #expect(
+            place.details.tags == [
+                "opening_hours": "Mo-Fr 08:00-17:00", "phone": "+358 9 1;+358 9 2;+358 9 3",
+                "website": "https://x.fi", "wheelchair": "yes", "diet:vegan": "only", "description:fi": "Kauppa",
+            ])
+        #expect(place.place().details == place.details, "a ranking's place carries them")
+        let written = place.geoJSON
+        #expect(written["properties"]?["phone"] == "+358 9 1;+358 9 2;+358 9 3")
+        #expect(written["properties"]?["colour"] == nil, "what is no detail is kept by nothing")
+        #expect(try OwnPlace(geoJSON: JSON(parsing: try written.encoded())) == place)
+    }
+
+    @Test func badDetailsAreNamedByTheirFeature() {
+        let point = #"{"type": "Point", "coordinates": [24.95, 60.17]}"#
+        #expect(
+            error(Self.feature(#""id": "own:b", "name": "B", "radius": 3, "phone": 5"#, point))?.description
+                == "feature 1 (own:b): invalid GeoJSON: phone is not a string")
+        #expect(
+            error(Self.feature(#""id": "own:b", "name": "B", "radius": 3, "wheelchair": ["yes"]"#, point))?.description
+                == "feature 1 (own:b): invalid GeoJSON: wheelchair is not a string")
+        let long = String(repeating: "x", count: 5000)
+        #expect(
+            error(Self.feature(#""id": "own:b", "name": "B", "radius": 3, "website": "\#(long)""#, point))
+                == OwnPlaceError(feature: 1, id: "own:b", .detailTooLong(key: "website", bytes: 5000)))
+        #expect(
+            error(
+                Self.feature(#""id": "own:b", "name": "B", "radius": 3, "opening_hours": "Mo-Xx 08:00-17:00""#, point))?
+                .description.hasPrefix("feature 1 (own:b): opening_hours does not parse: ") == true)
+    }
+
     func error(_ text: String) -> OwnPlaceError? {
         do {
             _ = try OwnPlace.readCollection(Array(text.utf8))

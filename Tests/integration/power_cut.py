@@ -1,11 +1,13 @@
-"""Power cuts (issue 36): placed killed with SIGKILL at random moments while clients select and the
-fleet export flushes to mosquitto, and `placectl import` killed at random points while placed serves
+"""Power cuts (issue 36): placed killed with SIGKILL at random moments while clients select, put and
+delete own places, and the fleet export flushes to mosquitto, and `placectl import` killed at random points while placed serves
 the file it replaces. Used by test_power_cut.py (a few cycles in every test run) and run by hand for
 the long loop:
 
     .build/venv/bin/python Tests/integration/power_cut.py --cycles 1000 --imports 100
 
-After every restart: every acknowledged selection is in the log, SQLite's integrity_check is ok.
+After every kill: every acknowledged selection is in the log, the own places are exactly those the
+acknowledged puts and deletes leave (a batch in flight at the kill wholly applied or wholly not),
+SQLite's integrity_check is ok; after every restart placed serves exactly those own places.
 At the end: the broker received every acknowledged selection's marker, the events' sequence numbers
 have no gap, and every copy of an event sent again is the first copy byte for byte (same id)."""
 import argparse
@@ -25,7 +27,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from fleet import FleetPlaced, Ledger, Mosquitto, Subscriber, wait_until  # noqa: E402
-from harness import VarlinkSocket, bin_path, end  # noqa: E402
+from harness import VarlinkReplyError, VarlinkSocket, bin_path, end  # noqa: E402
 
 DEVICE = "cut"
 
@@ -69,6 +71,107 @@ class Selector(threading.Thread):
             return  # the daemon was killed: what was acknowledged is recorded
 
 
+def stored_own_places(path):
+    """id → name of the own places in the selection log, as placed's next start would load them."""
+    with sqlite3.connect(path, timeout=10) as db:
+        try:
+            return dict(db.execute("SELECT id, name FROM own_places"))
+        except sqlite3.OperationalError:
+            return {}  # killed before the first put made the table
+
+
+class OwnLedger:
+    """What the acknowledged own-place changes leave: id → name. Every put uses new ids or renames
+    present ones, so each batch's effect can be told from the file alone."""
+
+    def __init__(self):
+        self.present = {}
+        self.puts = self.deletes = self.in_flight_applied = self.in_flight_not = 0
+        self.serial = 0
+
+    def apply(self, operation):
+        kind, batch = operation
+        if kind == "put":
+            self.present.update(batch)
+            self.puts += 1
+        else:
+            for id in batch:
+                self.present.pop(id, None)
+            self.deletes += 1
+
+    def settle(self, operation, stored):
+        """The batch in flight at the kill: applied wholly (then it counts) or not at all; else a problem."""
+        kind, batch = operation
+        if kind == "put":
+            applied = [stored.get(id) == name for id, name in batch.items()]
+        else:
+            applied = [id not in stored for id in batch]
+        if all(applied):
+            self.apply(operation)
+            self.in_flight_applied += 1
+        elif not any(applied):
+            self.in_flight_not += 1
+        else:
+            return "a %s batch in flight was partly applied: %s" % (kind, batch)
+        return None
+
+
+class OwnPlacer(threading.Thread):
+    """Puts and deletes own places in small batches on its own connection, one at a time, until the
+    connection breaks: `loaded` is what OwnPlaces said first; each acknowledged batch is applied to the
+    ledger, and `pending` is the batch sent and not acknowledged."""
+
+    def __init__(self, socket_path, ledger, rng):
+        super().__init__(daemon=True)
+        self.socket_path = socket_path
+        self.ledger = ledger
+        self.rng = rng
+        self.loaded = None
+        self.pending = None
+        self.error = None
+
+    def feature(self, id, name):
+        # Some 10 km from the static position: the rankings the selector picks from stay the same.
+        return {"type": "Feature", "properties": {"id": id, "name": name, "kind": "depot", "radius": 25},
+                "geometry": {"type": "Point", "coordinates": [24.80 + self.rng.random() * 0.01, 60.25]}}
+
+    def next_operation(self):
+        ledger, rng = self.ledger, self.rng
+        present = sorted(ledger.present)
+        if len(present) < 8 or rng.random() < 0.55:
+            batch = {}
+            for _ in range(rng.randint(1, 3)):
+                ledger.serial += 1
+                if present and rng.random() < 0.3:
+                    batch[rng.choice(present)] = "renamed %d" % ledger.serial
+                else:
+                    batch["own:cut-%d" % ledger.serial] = "site %d" % ledger.serial
+            return ("put", batch)
+        return ("delete", rng.sample(present, min(len(present), rng.randint(1, 3))))
+
+    def run(self):
+        try:
+            with VarlinkSocket(self.socket_path, timeout=10) as connection:
+                places = connection.call("io.placed.Places.OwnPlaces")["places"]
+                self.loaded = {p["properties"]["id"]: p["properties"]["name"] for p in places}
+                while True:
+                    operation = self.next_operation()
+                    kind, batch = operation
+                    self.pending = operation
+                    if kind == "put":
+                        connection.call("io.placed.Places.PutPlaces",
+                                        places=[self.feature(id, name) for id, name in batch.items()])
+                    else:
+                        connection.call("io.placed.Places.DeletePlaces", ids=batch)
+                    self.pending = None
+                    self.ledger.apply(operation)
+                    time.sleep(self.rng.uniform(0.005, 0.03))
+        except VarlinkReplyError as error:
+            self.error = error
+        except (OSError, ConnectionError, ValueError, EOFError, AssertionError):
+            return  # the daemon was killed: what was acknowledged is in the ledger
+
+
 def selection_cuts(placed_bin, places_db, work, cycles, seed, report=print):
     """`cycles` SIGKILLs of placed under selection load with the fleet export on; returns figures."""
     rng = random.Random(seed)
@@ -80,19 +183,35 @@ def selection_cuts(placed_bin, places_db, work, cycles, seed, report=print):
     shutil.copy(places_db, directory / "places.db")
     fleet = {"Broker": broker.url, "DeviceId": DEVICE, "KeepAlive": 5}
     acknowledged = {}
+    own = OwnLedger()
     problems = []
     started = time.monotonic()
     try:
         for cycle in range(cycles):
             placed = FleetPlaced(placed_bin, directory, fleet).wait_ready()
+            expected = dict(own.present)
             selector = Selector(placed.socket)
+            placer = OwnPlacer(placed.socket, own, random.Random(rng.random()))
             selector.start()
+            placer.start()
             time.sleep(rng.uniform(0.02, 0.5))
             placed.kill()
             selector.join(10)
+            placer.join(10)
             if selector.error:
                 problems.append("cycle %d: %s" % (cycle, selector.error))
+            if placer.error:
+                problems.append("cycle %d: own places: %s" % (cycle, placer.error))
+            if placer.loaded is not None and placer.loaded != expected:
+                problems.append("cycle %d: placed started with own places %s, not the %d acknowledged" % (
+                    cycle, sorted(set(placer.loaded.items()) ^ set(expected.items()))[:10], len(expected)))
             acknowledged.update(selector.acknowledged)
+            stored = stored_own_places(directory / "selections.db")
+            if placer.pending and (problem := own.settle(placer.pending, stored)):
+                problems.append("cycle %d: %s" % (cycle, problem))
+            if stored != own.present:
+                problems.append("cycle %d: own places on disk differ from the acknowledged: %s" % (
+                    cycle, sorted(set(stored.items()) ^ set(own.present.items()))[:10]))
             verdict = integrity(directory / "selections.db")
             if verdict != "ok":
                 problems.append("cycle %d: integrity_check says %s" % (cycle, verdict))
@@ -103,8 +222,8 @@ def selection_cuts(placed_bin, places_db, work, cycles, seed, report=print):
             if problems:
                 break
             if (cycle + 1) % 100 == 0:
-                report("%d cuts, %d selections acknowledged, %.0f s" % (
-                    cycle + 1, len(acknowledged), time.monotonic() - started))
+                report("%d cuts, %d selections and %d own-place batches acknowledged, %.0f s" % (
+                    cycle + 1, len(acknowledged), own.puts + own.deletes, time.monotonic() - started))
         # The last start drains the outbox to the broker.
         placed = FleetPlaced(placed_bin, directory, fleet).wait_ready()
         try:
@@ -141,7 +260,10 @@ def selection_cuts(placed_bin, places_db, work, cycles, seed, report=print):
         # numbers with them; anything more missing is an event skipped.
         if len(gaps) > dropped:
             problems.append("sequence numbers skipped beyond the dropped updates: %s" % gaps[:10])
-        return {"cuts": cycles, "acknowledged": len(acknowledged), "events": len(first),
+        return {"cuts": cycles, "acknowledged": len(acknowledged), "own puts": own.puts,
+                "own deletes": own.deletes, "own in flight applied": own.in_flight_applied,
+                "own in flight not applied": own.in_flight_not, "own places at the end": len(own.present),
+                "events": len(first),
                 "duplicates": ledger.duplicates, "gaps": len(gaps), "dropped": dropped,
                 "seconds": round(time.monotonic() - started, 1), "problems": problems}
     finally:

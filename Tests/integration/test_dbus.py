@@ -297,11 +297,134 @@ def test_introspection_is_the_shipped_xml_and_matches_the_live_object(bus, place
     # Every declared property answers with its declared type; every method exists with its signature.
     for prop in iface(shipped).iter("property"):
         assert busctl(bus, "get-property", NAME, PATH, IFACE, prop.get("name"))["type"] == prop.get("type")
-    dummy = {"u": 1, "d": 60.17, "s": "osm:node/1", "a{sv}": 0}
+    dummy = {"u": 1, "d": 60.17, "s": "osm:node/1", "a{sv}": 0, "as": 0}
     for method in iface(shipped).iter("method"):
         types = [a.get("type") for a in method.iter("arg") if a.get("direction") == "in"]
         out = call(bus, method.get("name"), "".join(types), *[dummy[t] for t in types], check=False)
         assert "Unknown method" not in out.stderr and "InvalidArgs" not in out.stderr, (method.get("name"), out.stderr)
+
+
+def own_circle(key, lat, lon, radius, **properties):
+    return {"type": "Feature", "properties": {"id": "own:" + key, "name": key.capitalize(), "radius": radius,
+                                              **properties},
+            "geometry": {"type": "Point", "coordinates": [lon, lat]}}
+
+
+def own_square_with_hole(key, lat, lon, half_degrees):
+    def ring(f):
+        corners = [[lon - f * half_degrees, lat - f * half_degrees], [lon + f * half_degrees, lat - f * half_degrees],
+                   [lon + f * half_degrees, lat + f * half_degrees], [lon - f * half_degrees, lat + f * half_degrees]]
+        return corners + corners[:1]
+    return {"type": "Feature", "properties": {"id": "own:" + key, "name": key.capitalize(), "kind": "depot"},
+            "geometry": {"type": "Polygon", "coordinates": [ring(1), ring(0.5)[::-1]]}}
+
+
+def own_places(bus, user=None):
+    reply = call(bus, "OwnPlaces", "a{sv}", 0, user=user)
+    assert reply["type"] == "s"
+    collection = json.loads(reply["data"][0])
+    assert collection["type"] == "FeatureCollection"
+    return {f["properties"]["id"]: f for f in collection["features"]}
+
+
+def test_own_places_put_list_delete_as_busctl_types_them(bus, placed):
+    batch = {"type": "FeatureCollection", "features": [
+        own_circle("gate", 60.1699, 24.9384, 30, kind="gate", **{"name:sv": "Port"}),
+        own_square_with_hole("yard", 60.1710, 24.9400, 0.001)]}
+    reply = call(bus, "PutPlaces", "sa{sv}", json.dumps(batch), 0)
+    assert reply == {"type": "u", "data": [2]}
+    listed = own_places(bus)
+    assert sorted(listed) == ["own:gate", "own:yard"]
+    assert listed["own:gate"]["properties"]["name:sv"] == "Port"
+    assert listed["own:gate"]["properties"]["radius"] == 30
+    assert listed["own:yard"]["geometry"] == batch["features"][1]["geometry"], "the hole comes back as it went"
+    # In effect at once: the fix is inside the gate's circle, so a new ranking lists it.
+    ranked = unwrap(call(bus, "GetPlacesWith", "a{sv}", 2, "limit", "u", 20, "fields", "as", 2, "id", "distance")
+                    ["data"])
+    assert ranked[0] >= 2
+    assert {"id": "own:gate", "distance": 0.0} in ranked[1]
+    details = unwrap(call(bus, "GetDetails", "sa{sv}", "own:gate", 1, "fields", "as", 2, "id", "name")["data"][0])
+    assert details == {"id": "own:gate", "name": "Gate"}
+    # One Feature alone is a batch of one, and a put replaces the place of its id.
+    renamed = own_circle("gate", 60.1699, 24.9384, 40, kind="gate")
+    renamed["properties"]["name"] = "Main gate"
+    assert call(bus, "PutPlaces", "sa{sv}", json.dumps(renamed), 0)["data"] == [1]
+    assert own_places(bus)["own:gate"]["properties"]["name"] == "Main gate"
+    # Deleting counts what there was; an id not stored is no error.
+    assert call(bus, "DeletePlaces", "asa{sv}", 2, "own:yard", "own:nothing", 0)["data"] == [1]
+    assert sorted(own_places(bus)) == ["own:gate"]
+    assert call(bus, "DeletePlaces", "asa{sv}", 0, 0)["data"] == [0]
+
+
+@pytest.mark.parametrize("broken, reason", [
+    ("not json", "invalid GeoJSON"),
+    (json.dumps({"type": "FeatureCollection", "features": [
+        own_circle("fine", 60.17, 24.94, 10), own_circle("far", 60.17, 24.94, 20_000)]}),
+     "feature 1 (own:far): radius 20000.0 m out of range"),
+    (json.dumps({"type": "FeatureCollection", "features": [
+        own_circle("twice", 60.17, 24.94, 10), own_circle("twice", 60.18, 24.94, 10)]}),
+     "feature 1 (own:twice): the same id as feature 0"),
+    (json.dumps({"type": "FeatureCollection", "features": [
+        own_circle("fine", 60.17, 24.94, 10), own_circle("bad key!", 60.17, 24.94, 10)]}),
+     "invalid id \"own:bad key!\""),
+])
+def test_a_bad_batch_is_a_named_error_and_changes_nothing(bus, placed, broken, reason):
+    call(bus, "PutPlaces", "sa{sv}", json.dumps(own_circle("kept", 60.17, 24.94, 10)), 0)
+    out = call(bus, "PutPlaces", "sa{sv}", broken, 0, check=False)
+    assert out.returncode != 0
+    assert "io.placed.Placed1.Error.InvalidOwnPlace" in gdbus_error(bus, "PutPlaces", json.dumps(broken), "@a{sv} {}")
+    assert reason in out.stderr, out.stderr
+    assert sorted(own_places(bus)) == ["own:kept"], "nothing of the batch was applied"
+    out = call(bus, "DeletePlaces", "asa{sv}", 2, "own:kept", "osm:node/1", 0, check=False)
+    assert out.returncode != 0 and "invalid id" in out.stderr, out.stderr
+    assert sorted(own_places(bus)) == ["own:kept"], "nothing of the delete was applied"
+    out = call(bus, "OwnPlaces", "a{sv}", 1, "fields", "as", 1, "*", check=False)
+    assert out.returncode != 0 and "unknown option 'fields': this method takes none" in out.stderr, out.stderr
+
+
+def test_a_reader_lists_own_places_but_may_not_change_them(bus, placed):
+    call(bus, "PutPlaces", "sa{sv}", json.dumps(own_circle("depot", 60.17, 24.94, 10)), 0)
+    assert sorted(own_places(bus, user=reader())) == ["own:depot"]
+    feature = json.dumps(own_circle("sneaky", 60.17, 24.94, 10))
+    assert gdbus_error(bus, "PutPlaces", feature, "@a{sv} {}", user=reader()) == "org.freedesktop.DBus.Error.AccessDenied"
+    assert gdbus_error(bus, "DeletePlaces", "['own:depot']", "@a{sv} {}", user=reader()) == \
+        "org.freedesktop.DBus.Error.AccessDenied"
+    assert gdbus_error(bus, "OwnPlaces", "@a{sv} {}", user=NOBODY) == "org.freedesktop.DBus.Error.AccessDenied"
+    assert sorted(own_places(bus)) == ["own:depot"]
+
+
+@pytest.mark.parametrize("bus", ["open"], indirect=True)
+def test_placed_itself_refuses_a_reader_own_place_changes(bus, placed):
+    feature = json.dumps(own_circle("sneaky", 60.17, 24.94, 10))
+    assert gdbus_error(bus, "PutPlaces", feature, "@a{sv} {}", user=reader()) == "io.placed.Placed1.Error.PermissionDenied"
+    assert gdbus_error(bus, "DeletePlaces", "['own:x']", "@a{sv} {}", user=reader()) == \
+        "io.placed.Placed1.Error.PermissionDenied"
+    assert gdbus_error(bus, "OwnPlaces", "@a{sv} {}", user=NOBODY) == "io.placed.Placed1.Error.PermissionDenied"
+    assert own_places(bus, user=reader()) == {}
+
+
+def test_placectl_own_over_the_bus(bus, placed, placectl_bin, tmp_path):
+    def placectl(*arguments):
+        return subprocess.run([placectl_bin, "--bus", "--address", bus, *map(str, arguments)],
+                              capture_output=True, text=True, timeout=30)
+    out = placectl("own", "add", "dock", "Loading dock", "--at", "60.1701,24.9390", "--radius", 15)
+    assert out.returncode == 0 and out.stdout == "put own:dock\n", out.stderr
+    path = tmp_path / "sites.geojson"
+    path.write_text(json.dumps({"type": "FeatureCollection",
+                                "features": [own_square_with_hole("yard", 60.1710, 24.9400, 0.001)]}))
+    out = placectl("own", "import", path)
+    assert out.returncode == 0 and out.stdout == "put 1 own places from %s\n" % path, out.stderr
+    out = placectl("own", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    assert sorted(f["properties"]["id"] for f in json.loads(out.stdout)["places"]) == ["own:dock", "own:yard"]
+    out = placectl("own", "export", tmp_path / "back.geojson")
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "back.geojson").read_text())["features"][1]["geometry"] == \
+        json.loads(path.read_text())["features"][0]["geometry"]
+    out = placectl("own", "remove", "dock", "own:gone")
+    assert out.returncode == 0 and out.stdout == "deleted 1 of 2\n", out.stderr
+    out = placectl("own", "import", "/dev/null")
+    assert out.returncode == 1 and sorted(own_places(bus)) == ["own:yard"]
 
 
 def test_only_root_or_placed_may_own_the_name(bus, placed_bin, places_db):

@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import pytest
+import varlink
 
 from harness import PLACES, VarlinkReplyError, rss_mb
 from test_varlink_access import NOBODY, as_user, open_directory, placed_group, reader_group  # noqa: F401
@@ -188,6 +189,53 @@ def test_not_geojson_is_refused(start_placed, placectl_bin, tmp_path):
                     '{"id": "own:a", "name": "A"}, "geometry": {"type": "LineString", "coordinates": []}}]}')
     out = placectl(placectl_bin, placed, "own", "import", path)
     assert out.returncode == 1 and "feature 0 (own:a): invalid GeoJSON: geometry LineString" in out.stderr
+
+
+def test_details_of_own_places_are_served_and_evaluated_like_osm_places(start_placed, placectl_bin, tmp_path):
+    placed = start_placed("--time-zone", "Europe/Helsinki")
+    shop = circle("shop", *CENTRE, 25, kind="shop=convenience", opening_hours="Mo-Fr 08:00-20:00",
+                  phone=["+358 9 111", "+358 9 222"], website="https://shop.example", wheelchair="yes",
+                  **{"diet:vegan": "yes", "contact:email": "shop@example.fi", "colour": "green"})
+    closed = circle("closed", *CENTRE, 25, kind="shop=convenience", opening_hours="off")
+    with placed.open() as places:
+        assert places.PutPlaces([shop, closed])["count"] == 2
+        monday = places.Details(id="own:shop", time="2026-12-07T10:00:00+02:00")["place"]
+        assert monday["open_now"] is True and monday["next_change"] == "2026-12-07T20:00:00+02:00"
+        assert monday["intervals"] == [{"start": "08:00", "end": "20:00", "state": "open"}]
+        assert monday["phone"] == ["+358 9 111", "+358 9 222"] and monday["email"] == ["shop@example.fi"]
+        assert monday["website"] == ["https://shop.example"] and monday["wheelchair"] == "yes"
+        assert monday["diet"] == {"vegan": "yes"} and monday["opening_hours"] == "Mo-Fr 08:00-20:00"
+        assert "colour" not in monday
+        sunday = places.Details(id="own:shop", time="2026-12-06T12:00:00+02:00", fields=["open_now", "id"])
+        assert sunday["place"] == {"id": "own:shop", "open_now": False}
+        # Rankings with a field mask carry them as for an OSM place.
+        ranked = {p["id"]: p for p in places.Current(limit=20, fields=["id", "opening_hours", "likelihood"])
+                  ["places"]}
+        assert ranked["own:shop"]["opening_hours"] == "Mo-Fr 08:00-20:00"
+        assert "opening_hours" not in places.Current(limit=20)["places"][0], "no mask: the keys as before"
+        # Always closed, the same shape at the same spot: ClosedWeight= (0.05) times the other's share,
+        # whenever the shop is open; the same share when both are closed.
+        ratio = ranked["own:closed"]["likelihood"] / ranked["own:shop"]["likelihood"]
+        assert ratio == pytest.approx(0.05) or ratio == pytest.approx(1.0), ratio
+        # They come back in OwnPlaces as OSM's strings, and out of placectl own export the same.
+        listed = {f["properties"]["id"]: f["properties"] for f in places.OwnPlaces()["places"]}
+        assert listed["own:shop"]["phone"] == "+358 9 111;+358 9 222"
+        assert listed["own:shop"]["email"] == "shop@example.fi" and "colour" not in listed["own:shop"]
+        with pytest.raises(VarlinkReplyError) as refused:
+            from harness import VarlinkSocket
+            with VarlinkSocket(placed.socket) as connection:
+                connection.call(PLACES + ".PutPlaces", places=[circle("bad", *CENTRE, 5, opening_hours="Mo-Xx 9-5")])
+        assert refused.value.name == PLACES + ".InvalidOwnPlace"
+        assert "feature 0 (own:bad): opening_hours does not parse" in refused.value.parameters["reason"]
+        with pytest.raises(varlink.VarlinkError) as unknown:
+            places.Details(id="own:nothing")
+        assert unknown.value.error() == PLACES + ".UnknownPlace"
+    out = placectl(placectl_bin, placed, "own", "export", tmp_path / "out.geojson")
+    assert out.returncode == 0, out.stderr
+    exported = {f["properties"]["id"]: f for f in json.loads((tmp_path / "out.geojson").read_text())["features"]}
+    assert exported["own:shop"]["properties"]["opening_hours"] == "Mo-Fr 08:00-20:00"
+    out = placectl(placectl_bin, placed, "details", "own:shop")
+    assert out.returncode == 0 and "Mo-Fr 08:00-20:00" in out.stdout and "+358 9 111" in out.stdout, out
 
 
 def test_kill_9_during_a_put_leaves_all_of_it_or_none(start_placed, tmp_path):

@@ -211,6 +211,38 @@ def test_map_draws_the_ranking_and_marker_svg_and_png(daemon, tmp_path):
     assert png_size(small) == (320, 200)
 
 
+def test_map_outlines_the_own_places_in_view(daemon, tmp_path):
+    sites = tmp_path / "sites.geojson"
+    lat, lon = (float(x) for x in HELSINKI.split(",")[:2])
+    d = 0.0004
+    ring = lambda f: [[lon - f * d, lat + 0.001 - f * d], [lon + f * d, lat + 0.001 - f * d],
+                      [lon + f * d, lat + 0.001 + f * d], [lon - f * d, lat + 0.001 + f * d],
+                      [lon - f * d, lat + 0.001 - f * d]]
+    sites.write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {"id": "own:gate", "name": "Gate Seven", "radius": 30},
+         "geometry": {"type": "Point", "coordinates": [lon - 0.002, lat - 0.0005]}},
+        {"type": "Feature", "properties": {"id": "own:yard", "name": "Inner Yard"},
+         "geometry": {"type": "Polygon", "coordinates": [ring(1), ring(0.4)[::-1]]}},
+        {"type": "Feature", "properties": {"id": "own:far", "name": "Far Depot", "radius": 30},
+         "geometry": {"type": "Point", "coordinates": [lon + 0.2, lat]}}]}))
+    assert daemon.ctl("own", "import", sites).returncode == 0
+    svg = tmp_path / "own.svg"
+    out = daemon.ctl("map", "--output", svg)
+    assert out.returncode == 0, out.stderr
+    assert ", 2 own places, " in out.stdout, out.stdout
+    root = xml.etree.ElementTree.parse(svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    group = next(g for g in root.iter(ns + "g") if g.get("id") == "own-places")
+    shapes = {e.find(ns + "title").text: e for e in group}
+    assert set(shapes) == {"Gate Seven (own:gate)", "Inner Yard (own:yard)"}
+    circle, polygon = shapes["Gate Seven (own:gate)"], shapes["Inner Yard (own:yard)"]
+    assert circle.tag == ns + "circle" and float(circle.get("r")) == pytest.approx(30 * 480 / 300, abs=0.1)
+    assert polygon.tag == ns + "path" and polygon.get("d").count("Z") == 2, "the outer ring and the hole"
+    assert group.get("fill-rule") == "evenodd"
+    texts = svg_texts(svg)
+    assert "Far Depot" not in " ".join(texts)
+
+
 def test_map_labels_the_marker_with_its_hours(daemon, tmp_path):
     places = daemon.json("places", "--limit", "20", "--fields", "id,name,open_now,next_change")["places"]
     with_hours = [(rank, p) for rank, p in enumerate(places, 1) if "open_now" in p]

@@ -208,7 +208,10 @@ public final class Daemon: PlacesService, LocationSink {
                 fix, with: ranker, picks: picks, now: now, openState: openState(at: now), limit: limit,
                 own: ownNearby)
         }
-        return try ranker.rank(fix: fix, candidates: ownNearby, picks: picks, now: now, limit: limit)
+        let state = openState(at: now)
+        return try ranker.rank(
+            fix: fix, candidates: ownNearby, picks: picks, now: now,
+            openState: { site in state(-1, site.ownPlace.details.openingHours, site.reachCentre) }, limit: limit)
     }
 
     // MARK: Operations (PlacesService)
@@ -392,6 +395,10 @@ public final class Daemon: PlacesService, LocationSink {
 
     public func place(id: String, by caller: Credentials) throws(ServiceError) -> Place {
         try authorize(caller, to: .read, "Details")
+        if OwnPlace.key(ofID: id) != nil {
+            guard let site = ownPlaces.site(id: id) else { throw .unknownPlace(id: id) }
+            return site.place
+        }
         guard let catalog else { throw .noPlaces }
         let found: Place?
         do {

@@ -1,5 +1,7 @@
 import PlacedCore
+import PlacedJSON
 import PlacedSystem
+import PlacedWire
 
 /// The `io.placed.Placed1` D-Bus object: the same operations as the varlink interface, sd-bus
 /// attached to the daemon's event loop and dispatching through the object's vtable. Every change of
@@ -11,6 +13,7 @@ final class BusAdapter: DaemonSubscriber {
     static let errorPrefix = "io.placed.Placed1.Error."
 
     private unowned let service: PlacesService
+    private let loop: EventLoop
     private let bus: Bus
     private let object: BusObject
     /// Callers' credentials by unique name: the bus driver reports what it took when the connection
@@ -22,6 +25,7 @@ final class BusAdapter: DaemonSubscriber {
 
     init(service: PlacesService, loop: EventLoop, address: Bus.Address) throws {
         self.service = service
+        self.loop = loop
         bus = try Bus(address)
         object = BusObject(path: Self.path, interface: Self.name)
         declareMembers()
@@ -80,6 +84,7 @@ final class BusAdapter: DaemonSubscriber {
             "RankLocalized", arguments: position + [BusArgument("language", "s")], returns: [places]
         ) { call in try rank(call, try call.arguments()[4].string!) }
         declareMethodsWithOptions(places: places)
+        declareOwnPlaceMethods()
         object.addMethod("Select", arguments: [BusArgument("id", "s")], returns: [BusArgument("marker", "a{sv}")]) {
             [unowned self] call in
             let id = try call.arguments()[0].string!
@@ -193,6 +198,64 @@ final class BusAdapter: DaemonSubscriber {
         }
     }
 
+    /// varlink's PutPlaces, DeletePlaces and OwnPlaces. The places travel as one GeoJSON text (a
+    /// FeatureCollection, or one Feature), the form `placectl own import` reads and `own export` writes:
+    /// a busctl user types `PutPlaces sa{sv} "$(cat sites.geojson)" 0`, where `aa{sv}` would need a
+    /// polygon's rings as nested variants no one types by hand. Each takes an `a{sv}` of options (none
+    /// yet) for what comes later.
+    private func declareOwnPlaceMethods() {
+        let options = BusArgument("options", "a{sv}")
+        let count = BusArgument("count", "u")
+        object.addMethod("PutPlaces", arguments: [BusArgument("places", "s"), options], returns: [count]) {
+            [unowned self] call in
+            let arguments = try call.arguments()
+            _ = try Self.options(arguments[1], allowing: [])
+            let caller = try credentials(of: call)
+            let put = try serve { () throws in
+                // Refused before the parse: a reader's megabytes are not read at all.
+                try service.authorize(caller, to: .write, "PutPlaces")
+                let places: [OwnPlace]
+                do throws(OwnPlaceError) {
+                    places = try OwnPlace.readCollection(Array(arguments[0].string!.utf8))
+                } catch {
+                    throw ServiceError.invalidOwnPlace(error)
+                }
+                return try service.putPlaces(places, by: caller)
+            }
+            releaseHeapWhenIdle()
+            return [.uint32(UInt32(put))]
+        }
+        object.addMethod("DeletePlaces", arguments: [BusArgument("ids", "as"), options], returns: [count]) {
+            [unowned self] call in
+            let arguments = try call.arguments()
+            _ = try Self.options(arguments[1], allowing: [])
+            let caller = try credentials(of: call)
+            let deleted = try serve { try service.deletePlaces(arguments[0].strings!, by: caller) }
+            return [.uint32(UInt32(deleted))]
+        }
+        object.addMethod("OwnPlaces", arguments: [options], returns: [BusArgument("places", "s")]) {
+            [unowned self] call in
+            _ = try Self.options(try call.arguments()[0], allowing: [])
+            let caller = try credentials(of: call)
+            let text = try serve { try OwnPlace.collection(try service.ownPlaces(by: caller)).serialized() }
+            releaseHeapWhenIdle()
+            return [.string(text)]
+        }
+    }
+
+    /// A batch's parse or an export's text is megabytes of short-lived values: given back to the
+    /// system a second after the last such call, as the varlink adapter does.
+    private func releaseHeapWhenIdle() {
+        let delay: UInt64 = 1_000_000
+        if let heapRelease {
+            try? heapRelease.schedule(after: delay)
+        } else {
+            heapRelease = try? loop.after(delay) { HeapMemory.releaseFree() }
+        }
+    }
+
+    private var heapRelease: EventSource?
+
     /// The options of a call, as `declareMethodsWithOptions` reads them.
     private struct CallOptions {
         var limit: Int?
@@ -205,7 +268,8 @@ final class BusAdapter: DaemonSubscriber {
         var options = CallOptions()
         for (key, value) in value.dictionary ?? [:] {
             guard names.contains(key) else {
-                throw .invalidArgs("unknown option '\(key)': this method takes \(names.joined(separator: ", "))")
+                let taken = names.isEmpty ? "none" : names.joined(separator: ", ")
+                throw .invalidArgs("unknown option '\(key)': this method takes \(taken)")
             }
             func wrongType(_ expected: String) -> BusError {
                 .invalidArgs("option '\(key)' must be of type \(expected), not \(value.signature)")

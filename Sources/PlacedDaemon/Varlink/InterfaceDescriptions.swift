@@ -248,7 +248,9 @@ enum InterfaceDescriptions {
         # import and export. properties: id ("own:<key>", the key 1 to 64 of A-Z a-z 0-9 . _ -), name,
         # name:<language> variants, kind (absent: "own"), address, weight (the ranker's prior; absent: 1.25
         # times that of an OSM place of the kind, 1.25 for a kind OSM has not), radius (metres, 1 to 10000,
-        # for a Point only). geometry: a Point with its radius, or a Polygon or MultiPolygon, [longitude,
+        # for a Point only), and the detail keys of OSM places (opening_hours, phone, website, email,
+        # wheelchair, cuisine, diet:*, payment:*, description…; strings in OSM's form, a list's items also
+        # as an array), served by Details and field masks as an OSM place's are. geometry: a Point with its radius, or a Polygon or MultiPolygon, [longitude,
         # latitude] positions, rings closed, each polygon's outer ring first, at most 10000 positions.
         type OwnPlace (type: string, properties: object, geometry: object)
 

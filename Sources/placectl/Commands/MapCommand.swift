@@ -7,8 +7,8 @@ import PlacedSystem
     import Glibc
 #endif
 
-/// `placectl map`: the map around the device (or a given point) with the fix, the ranked places and
-/// the marker, as SVG or PNG.
+/// `placectl map`: the map around the device (or a given point) with the own places' outlines, the
+/// fix, the ranked places and the marker, as SVG or PNG.
 enum MapCommand: Command {
     static let defaultRadius = 150.0
     /// placed's bound on `Map`'s radius (etc/io.placed.Places.varlink).
@@ -20,7 +20,8 @@ enum MapCommand: Command {
         synopsis: "[--at LAT,LON] [--radius M] [--output FILE] [--size WxH] [--limit N] [--language LANG] [CONNECTION]",
         discussion: """
             Draws the streets, buildings, water and green areas placed imported around the current
-            location (or LAT,LON), the fix with its accuracy circle (the 95 % radius), the ranked
+            location (or LAT,LON), the own places' outlines (circles and polygons, holes left open)
+            with their names, the fix with its accuracy circle (the 95 % radius), the ranked
             places as numbered pins with their likelihoods, and the marker with its title, address
             and hours ("open until 21:00"). Writes SVG to standard output, or to FILE: PNG when FILE ends in .png (through
             rsvg-convert, Debian package librsvg2-bin). Place and street names follow --language,
@@ -72,6 +73,9 @@ enum MapCommand: Command {
         ]
         if let language = client.language { parameters["language"] = .string(language) }
         let map = try client.call("Map", parameters)
+        let queryRadius = parameters["radius"]?.double ?? radius
+        let own = MapScene.ownPlaces(
+            try client.ownPlaces()["places"]?.array ?? [], within: queryRadius, of: middle)
         // The marker's hours on its label; a placed without Details (or a place gone since) has none.
         let markerHours = status["marker"]?["place"]?["id"]?.string.flatMap { id in
             (try? client.details(id: id, time: nil)).flatMap {
@@ -79,7 +83,8 @@ enum MapCommand: Command {
             }
         }
         let scene = try MapScene(
-            current: current, status: status, map: map, center: middle, radius: radius, markerHours: markerHours)
+            current: current, status: status, map: map, center: middle, radius: radius, markerHours: markerHours,
+            ownPlaces: own)
         let svg = SVGMap(scene: scene, width: width, height: height).render()
 
         guard let output = arguments.value("output") else {
@@ -97,6 +102,7 @@ enum MapCommand: Command {
         }
         print(
             "map written to \(output): \(width)×\(height), \(scene.features.count.grouped) features, "
+                + (scene.ownPlaces.isEmpty ? "" : "\(scene.ownPlaces.count) own places, ")
                 + "\(scene.places.count) places" + (scene.marker == nil ? "" : ", the marker"))
     }
 

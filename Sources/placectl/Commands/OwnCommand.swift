@@ -7,7 +7,7 @@ import PlacedSystem
 #endif
 
 /// `placectl own ACTION ...`: the places the operator or user defines (add, remove, list, import,
-/// export), over the varlink socket.
+/// export), over the varlink socket or D-Bus.
 enum OwnCommand: Command {
     static let spec = CommandSpec(
         name: "own",
