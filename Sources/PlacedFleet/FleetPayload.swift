@@ -94,7 +94,8 @@ public enum FleetPayload {
             "lat": number(fix.coordinate.latitude), "lon": number(fix.coordinate.longitude),
             "tst": .number(Double(Int64(timestamp(fix.time ?? stamp.systemTime)))), "tid": .string(tid), "t": "c",
         ]
-        if let sigma = fix.accuracy { object["acc"] = .number(accuracyRadius(sigma: sigma).rounded()) }
+        // At least 1: OwnTracks' consumers (Home Assistant among them) drop a transition whose acc is 0.
+        if let sigma = fix.accuracy { object["acc"] = .number(max(1, accuracyRadius(sigma: sigma).rounded())) }
         return encode(.object(object))
     }
 

@@ -2,6 +2,7 @@ import CMosquitto
 import CSystemd
 import PlacedCore
 import PlacedSystem
+import PlacedWire
 
 #if canImport(Glibc)
     import Glibc
@@ -140,10 +141,10 @@ final class MQTTConnection {
         }
         library.messageCallbackSet(handle) { _, context, message in
             guard let message = message?.pointee, let topic = message.topic else { return }
-            let payload =
-                message.payload.map {
-                    Array(UnsafeRawBufferPointer(start: $0, count: Int(max(message.payloadlen, 0))))
-                } ?? []
+            // One byte more than a command may have is enough to refuse it: a copy of a broker's 256 MB
+            // message beside libmosquitto's own would double what a small device must hold.
+            let kept = min(Int(max(message.payloadlen, 0)), FleetCommand.maximumSize + 1)
+            let payload = message.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: kept)) } ?? []
             MQTTConnection.from(context).events.append(.message(topic: String(cString: topic), payload: payload))
         }
         library.disconnectCallbackSet(handle) { _, context, rc, _ in

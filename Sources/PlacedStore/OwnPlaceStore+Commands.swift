@@ -12,23 +12,38 @@ extension OwnPlaceStore {
         public var deleted: Int
     }
 
-    /// Request ids remembered: the newest, by the time they were applied. A broker redelivers a message
-    /// it has not seen acknowledged, within one session: far fewer than this.
+    /// Request ids remembered: the newest, in the order they came. A broker redelivers a message it has
+    /// not seen acknowledged, within one session: far fewer than this.
     public static let rememberedCommands = 10_000
 
+    /// `sequence` orders the commands as they came, for forgetting the oldest: not `applied`, the wall
+    /// clock, which a device may start with years in the past (the id just stored would be the oldest).
     static let commandSchema = """
         CREATE TABLE IF NOT EXISTS fleet_commands(
-            request TEXT PRIMARY KEY,
+            sequence INTEGER PRIMARY KEY,
+            request TEXT NOT NULL UNIQUE,
             put INTEGER NOT NULL,
             deleted INTEGER NOT NULL,
             applied REAL NOT NULL
-        ) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS fleet_commands_applied ON fleet_commands(applied);
+        );
         CREATE TABLE IF NOT EXISTS own_place_waypoints(
             id TEXT PRIMARY KEY,
             tst INTEGER NOT NULL
         ) WITHOUT ROWID;
         """
+
+    /// A place put again by other means than a waypoint, or deleted, has no waypoint time: its
+    /// transitions' `wtst` would otherwise be an earlier place's.
+    static func forgetWaypointTimes(
+        of ids: [String], _ database: Database, _ statements: StatementCache
+    ) throws(SQLiteError) {
+        let forget = try statements.statement("DELETE FROM own_place_waypoints WHERE id = ?", on: database)
+        for id in ids {
+            defer { forget.reset() }
+            try forget.bind(id, at: 1)
+            _ = try forget.step()
+        }
+    }
 
     /// The command of `request` if it was applied (and is still remembered).
     public func command(_ request: String) throws(SelectionLogError) -> CommandRecord? {
@@ -59,7 +74,6 @@ extension OwnPlaceStore {
         let (database, statements) = try log.writableConnection()
         do {
             try prepare(database)
-            try database.execute(Self.commandSchema)
             let record = try database.transaction {
                 let insert = try statements.statement(Self.putSQL, on: database)
                 for place in put { try Self.insert(place, with: insert) }
@@ -71,13 +85,7 @@ extension OwnPlaceStore {
                     _ = try remove.step()
                     deleted += database.changes
                 }
-                // A place put again by other means than a waypoint, or deleted, has no waypoint time.
-                let forget = try statements.statement("DELETE FROM own_place_waypoints WHERE id = ?", on: database)
-                for id in put.map(\.id) + delete {
-                    defer { forget.reset() }
-                    try forget.bind(id, at: 1)
-                    _ = try forget.step()
-                }
+                try Self.forgetWaypointTimes(of: put.map(\.id) + delete, database, statements)
                 let keep = try statements.statement(
                     "INSERT INTO own_place_waypoints(id, tst) VALUES(?, ?)", on: database)
                 for (id, tst) in waypointTimes.sorted(by: { $0.key < $1.key }) {
@@ -96,8 +104,8 @@ extension OwnPlaceStore {
                 try remember.bind(time, at: 4)
                 _ = try remember.step()
                 try database.execute(
-                    "DELETE FROM fleet_commands WHERE request IN (SELECT request FROM fleet_commands"
-                        + " ORDER BY applied DESC LIMIT -1 OFFSET \(max(1, limit)))")
+                    "DELETE FROM fleet_commands WHERE sequence <= (SELECT max(sequence) FROM fleet_commands) - "
+                        + "\(max(1, limit))")
                 try alongside(record)
                 return record
             }

@@ -83,6 +83,7 @@ public final class OwnPlaceStore {
             let insert = try statements.statement(Self.putSQL, on: database)
             try database.transaction {
                 for place in places { try Self.insert(place, with: insert) }
+                try Self.forgetWaypointTimes(of: places.map(\.id), database, statements)
             }
             releaseCache(database)
         } catch let error as SQLiteError {
@@ -108,6 +109,7 @@ public final class OwnPlaceStore {
                     _ = try delete.step()
                     count += database.changes
                 }
+                try Self.forgetWaypointTimes(of: ids, database, statements)
                 return count
             }
         } catch let error as SQLiteError {
@@ -141,6 +143,7 @@ public final class OwnPlaceStore {
     func prepare(_ database: Database) throws(SQLiteError) {
         try database.execute(Self.schema)
         if try !Self.hasDetailsColumn(database) { try database.execute(Self.detailsColumn) }
+        try database.execute(Self.commandSchema)
     }
 
     static func hasDetailsColumn(_ database: Database) throws(SQLiteError) -> Bool {

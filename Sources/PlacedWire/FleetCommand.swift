@@ -54,7 +54,7 @@ public struct FleetCommand: Sendable, Equatable {
     public static func parse(_ payload: [UInt8], origin: Origin) throws(FleetCommandError) -> FleetCommand {
         guard payload.count <= maximumSize else {
             throw FleetCommandError(
-                .tooLarge, "\(payload.count) bytes, more than the \(maximumSize) a command may have")
+                .tooLarge, "more than the \(maximumSize) bytes a command may have")
         }
         let document: JSON
         do {

@@ -157,6 +157,14 @@ import Testing
                 stamp: stamp))
         #expect(bare["event"] == "leave" && bare["wtst"]?.int == 0 && bare["acc"] == nil)
         #expect(bare["tst"]?.int == Int(stamp.systemTime))
+        // A fix of 10 cm still says 1 m: consumers drop a transition whose acc is 0.
+        var sharp = fix
+        sharp.accuracy = 0.04
+        let close = try JSON(
+            parsing: FleetPayload.ownTracksRegionTransition(
+                .enter, place: "Yard", key: "yard", waypointTime: nil, fix: sharp, tid: "17", id: "van-17:13",
+                stamp: stamp))
+        #expect(close["acc"]?.int == 1)
     }
 }
 

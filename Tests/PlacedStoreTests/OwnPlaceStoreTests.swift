@@ -74,18 +74,32 @@ import Testing
         #expect(try store.command("r1") == nil && store.waypointTime(of: "own:depot") == nil)
     }
 
-    @Test func theNewestRequestIdsAreRemembered() throws {
+    @Test(arguments: [1.0, -1.0])
+    func theNewestRequestIdsAreRememberedWhateverTheClock(direction: Double) throws {
+        // A device may start with its clock years behind: the ids come in order, the times need not.
         let directory = TemporaryDirectory()
         let store = OwnPlaceStore(log: try SelectionLog(path: directory.file("selections.db")))
         let count = 5
         for number in 0..<count {
             _ = try store.apply(
-                request: "r\(number)", put: [], delete: ["own:x"], waypointTimes: [:], at: Double(number),
-                remembering: 3
+                request: "r\(number)", put: [], delete: ["own:x"], waypointTimes: [:],
+                at: 1000 + direction * Double(number), remembering: 3
             ) { _ in }
         }
         #expect(try store.command("r0") == nil && store.command("r1") == nil)
         #expect(try store.command("r2") != nil && store.command("r\(count - 1)") != nil)
+    }
+
+    @Test func aPlacePutOrDeletedByAClientLosesItsWaypointTime() throws {
+        let directory = TemporaryDirectory()
+        let store = OwnPlaceStore(log: try SelectionLog(path: directory.file("selections.db")))
+        let times: [String: Int64] = ["own:depot": 7, "own:yard": 8]
+        _ = try store.apply(request: "r1", put: [Self.depot, Self.yard], delete: [], waypointTimes: times, at: 1) {
+            _ in
+        }
+        try store.put([Self.depot])
+        try store.delete(["own:yard"])
+        #expect(try store.waypointTime(of: "own:depot") == nil && store.waypointTime(of: "own:yard") == nil)
     }
 
     @Test func detailsAreStoredAndATableFromBeforeThemGetsTheColumn() throws {

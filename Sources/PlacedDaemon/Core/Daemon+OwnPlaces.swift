@@ -65,13 +65,15 @@ extension Daemon {
         func result(_ outcome: FleetCommandResult.Outcome) -> FleetCommandResult {
             FleetCommandResult(request: command.request, origin: command.origin, outcome: outcome)
         }
+        // Remembered by origin and id: an OwnTracks `_id` equal to one of placed's ids is another request.
+        let remembered = "\(command.origin.rawValue) \(command.request)"
         do {
-            if let earlier = try ownPlaceStore.command(command.request) {
+            if let earlier = try ownPlaceStore.command(remembered) {
                 Log.info("fleet command \(command.request): applied before, not again")
                 return result(.duplicate(put: earlier.put, deleted: earlier.deleted))
             }
             let done = try ownPlaceStore.apply(
-                request: command.request, put: command.put, delete: command.delete,
+                request: remembered, put: command.put, delete: command.delete,
                 waypointTimes: command.waypointTimes, at: clock.wall
             ) { record in
                 try alongside(result(.applied(put: record.put, deleted: record.deleted)))
