@@ -88,8 +88,9 @@ public final class FleetExporter {
     private var unwritten = UnwrittenEvents()
     /// What `placed/<device>/state` says now.
     private var snapshot: [String: JSON] = [:]
-    /// The state and the events waiting before the selection transaction in progress (`recordAlongside`).
-    private var beforeSelection: (snapshot: [String: JSON], unwritten: UnwrittenEvents)?
+    /// The state and the events waiting before the selection's or command's transaction in progress
+    /// (`recordAlongside`, `recordCommandResult`).
+    private var beforeTransaction: (snapshot: [String: JSON], unwritten: UnwrittenEvents)?
     private var flushSource: EventSource?
     private var cursorTimer: EventSource?
     /// Messages acknowledged since the cursor was last written (still rows in the outbox).
@@ -164,6 +165,8 @@ public final class FleetExporter {
         var lastProgressAt: UInt64
         /// While probing for a message the broker will not take: the connection's quiet period, nothing sent.
         var quietPeriod: EventSource?
+        /// Message ids of the command topics' subscriptions the broker has not acknowledged yet.
+        var subscriptionsPending: Set<Int32> = []
         /// While messages are in flight: the wake-up that gives the connection up when no PUBACK comes.
         var acknowledgementWatch: EventSource?
         /// placed gave the connection up because the broker turned a message away for now.
@@ -350,10 +353,12 @@ public final class FleetExporter {
             acknowledged(mid, reason: reason, on: link)
         case (.connected(let link), .disconnected(let reason, let tls)) where link.connection === source:
             disconnected(link, reason: reason, tls: tls)
-        case (.connected(let link), .subscribed(_, let granted)) where link.connection === source:
+        case (.connected(let link), .subscribed(let mid, let granted)) where link.connection === source:
+            link.subscriptionsPending.remove(mid)
             if granted.contains(where: { $0 > 1 }) {
                 note("\(source.broker) refused the subscription to \(commandTopics.joined(separator: ", "))")
-            } else {
+            } else if link.subscriptionsPending.isEmpty {
+                // Said once every topic is subscribed: a command sent after this line is received.
                 Log.info("fleet: accepting commands on \(commandTopics.joined(separator: ", "))")
             }
         case (.connected(let link), .message(let topic, let payload)) where link.connection === source:
@@ -374,7 +379,7 @@ public final class FleetExporter {
         _ = try? connection.publish(topic: statusTopic, payload: Array("online".utf8), retain: true)
         if !commandTopics.isEmpty {
             do {
-                _ = try connection.subscribe(commandTopics)
+                link.subscriptionsPending = Set(try connection.subscribe(commandTopics))
             } catch {
                 note("cannot subscribe to the command topics: \(error)")
             }
@@ -624,7 +629,7 @@ public final class FleetExporter {
     /// the user saw acknowledged is always exported.
     /// `gpsTime`: the GPS time of the fix the selection was made at (its location's, else the latest fix's).
     public func recordAlongside(_ marker: Marker, record: [String: JSON], gpsTime: Double?) throws(SelectionLogError) {
-        beforeSelection = (snapshot, unwritten)
+        beforeTransaction = (snapshot, unwritten)
         let stamp = FleetStamp.now(gpsTime: gpsTime)
         snapshot["marker"] = .object(record)
         let builds =
@@ -639,8 +644,8 @@ public final class FleetExporter {
     /// The selection's transaction is over. Rolled back, its rows went with it: the state and the events
     /// waiting are as before, and the outbox is counted again.
     public func selectionTransactionEnded(committed: Bool) {
-        guard let before = beforeSelection else { return }
-        beforeSelection = nil
+        guard let before = beforeTransaction else { return }
+        beforeTransaction = nil
         if !committed {
             snapshot = before.snapshot
             unwritten = UnwrittenEvents(
@@ -769,17 +774,19 @@ public final class FleetExporter {
         enqueue(commandResultMessage(result), durable: true)
     }
 
-    /// Inside the transaction that applies a command (`OwnPlaceStore.apply`): its result row commits
-    /// with the change or not at all. `commandTransactionEnded` must follow.
+    /// Inside the transaction that applies a command (`OwnPlaceStore.apply`): the events waiting to be
+    /// written (so a transition seen before the command keeps its place before the result), then the
+    /// result; they commit with the change or not at all. `commandTransactionEnded` must follow.
     public func recordCommandResult(_ result: FleetCommandResult) throws(SelectionLogError) {
-        try outbox.append([commandResultMessage(result)])
+        beforeTransaction = (snapshot, unwritten)
+        let builds = unwritten.builds + [commandResultMessage(result)]
+        unwritten = UnwrittenEvents()
+        let appended = try outbox.append(builds)
+        if appended.dropped > 0 { droppedUpdates(appended.dropped) }
     }
 
-    /// The command's transaction is over: rolled back, its result row went with it.
-    public func commandTransactionEnded(committed: Bool) {
-        if !committed { try? outbox.load() }
-        scheduleFlush()
-    }
+    /// The command's transaction is over: as a selection's (`selectionTransactionEnded`).
+    public func commandTransactionEnded(committed: Bool) { selectionTransactionEnded(committed: committed) }
 
     private func commandResultMessage(_ result: FleetCommandResult) -> (Int64) -> Outbox.Message {
         message(.result, topic: commandResultTopic, record: result.record, stamp: .now())

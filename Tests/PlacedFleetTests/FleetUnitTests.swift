@@ -264,7 +264,8 @@ import Testing
             FleetTransition(
                 record: ["event": "enter", "id": "own:gate", "name": "Gate", "kind": "own"], event: .enter,
                 placeName: "Gate", key: "gate", waypointTime: 1_437_552_714, fix: fix))
-        publisher.loop.pump(for: 0.1)
+        // The crossing is not written yet (that waits for the loop's turn) when a command commits: it
+        // still comes first, as it happened first.
         let result = FleetCommandResult(request: "r1", origin: .placed, outcome: .applied(put: 1, deleted: 0))
         try exporter.recordCommandResult(result)
         exporter.commandTransactionEnded(committed: true)
