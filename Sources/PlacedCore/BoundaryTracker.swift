@@ -40,8 +40,9 @@ public struct BoundaryEvent: Sendable, Equatable {
 /// Which own places the device is inside, with hysteresis: a fix counts for "inside" only when its
 /// whole 95 % circle, and `margin` more, lies inside the boundary (and for "outside" likewise outside);
 /// a fix whose circle straddles the boundary counts for neither and toggles nothing. The state turns
-/// once fixes have counted for the other side for `dwell` seconds with none counting back. Every
-/// place starts outside, so a device that starts inside one enters it after the dwell.
+/// once fixes have counted for the other side for `dwell` seconds with none counting back. A place
+/// starts outside unless the tracker is made with it inside (the daemon's last crossings, kept on
+/// disk): a device that starts inside one it was not in enters it after the dwell.
 public struct BoundaryTracker: Sendable {
     public private(set) var settings: BoundarySettings
     /// Ids of the places the device is inside.
@@ -50,9 +51,10 @@ public struct BoundaryTracker: Sendable {
     private var pending: [String: UInt64] = [:]
     private var nearby: [OwnSite] = []
 
-    public init(settings: BoundarySettings = BoundarySettings()) throws(RankingError) {
+    public init(settings: BoundarySettings = BoundarySettings(), inside: Set<String> = []) throws(RankingError) {
         if let problem = settings.problem { throw .invalidModel(problem) }
         self.settings = settings
+        self.inside = inside
     }
 
     /// New settings, keeping which places the device is inside (a reload must not enter them again).

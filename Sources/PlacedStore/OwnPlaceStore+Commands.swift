@@ -86,6 +86,7 @@ extension OwnPlaceStore {
                     deleted += database.changes
                 }
                 try Self.forgetWaypointTimes(of: put.map(\.id) + delete, database, statements)
+                try Self.forgetPresence(of: delete, database, statements)
                 let keep = try statements.statement(
                     "INSERT INTO own_place_waypoints(id, tst) VALUES(?, ?)", on: database)
                 for (id, tst) in waypointTimes.sorted(by: { $0.key < $1.key }) {

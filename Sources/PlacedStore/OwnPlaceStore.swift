@@ -20,6 +20,10 @@ public final class OwnPlaceStore {
             details TEXT
         ) WITHOUT ROWID;
         """
+    /// The own places the device was inside at its last crossing of each: a restart (a vehicle switched
+    /// off in its depot overnight) then neither enters them again nor misses leaving them.
+    static let presenceSchema = "CREATE TABLE IF NOT EXISTS own_place_presence(id TEXT PRIMARY KEY) WITHOUT ROWID"
+
     /// `details` (`PlaceDetails.encoded`), added in place to a table made before it.
     static let detailsColumn = "ALTER TABLE own_places ADD COLUMN details TEXT"
 
@@ -74,6 +78,56 @@ public final class OwnPlaceStore {
         }
     }
 
+    /// The ids of the own places the device was inside when placed last stopped (`recordPresence`). A
+    /// log opened read-only without the table knows of none.
+    public func presence() throws(SelectionLogError) -> Set<String> {
+        let (database, _) = try log.currentConnection()
+        do {
+            if database.isReadOnly {
+                let exists = try database.scalarInt64(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'own_place_presence'")
+                if exists == 0 { return [] }
+            } else {
+                try prepare(database)
+            }
+            let query = try database.prepare("SELECT id FROM own_place_presence")
+            var ids: Set<String> = []
+            while try query.step() { ids.insert(query.text(at: 0) ?? "") }
+            return ids
+        } catch {
+            throw SelectionLogError(error, path: log.path)
+        }
+    }
+
+    /// Keeps a crossing: the device is now inside the place `id`, or no longer.
+    public func recordPresence(_ id: String, inside: Bool) throws(SelectionLogError) {
+        let (database, statements) = try log.writableConnection()
+        do {
+            try prepare(database)
+            let change = try statements.statement(
+                inside
+                    ? "INSERT OR REPLACE INTO own_place_presence(id) VALUES(?)"
+                    : "DELETE FROM own_place_presence WHERE id = ?", on: database)
+            defer { change.reset() }
+            try change.bind(id, at: 1)
+            _ = try change.step()
+        } catch {
+            throw SelectionLogError(error, path: log.path)
+        }
+    }
+
+    /// A deleted place is no longer one the device is inside.
+    static func forgetPresence(of ids: [String], _ database: Database, _ statements: StatementCache)
+        throws(SQLiteError)
+    {
+        let forget = try statements.statement("DELETE FROM own_place_presence WHERE id = ?", on: database)
+        for id in ids {
+            defer { forget.reset() }
+            try forget.bind(id, at: 1)
+            _ = try forget.step()
+        }
+    }
+
     /// Inserts `places`, replacing those of the same ids, in one transaction. The batch must be valid
     /// (`OwnPlace.validate`): the store checks nothing of the places themselves.
     public func put(_ places: [OwnPlace]) throws(SelectionLogError) {
@@ -110,6 +164,7 @@ public final class OwnPlaceStore {
                     count += database.changes
                 }
                 try Self.forgetWaypointTimes(of: ids, database, statements)
+                try Self.forgetPresence(of: ids, database, statements)
                 return count
             }
         } catch let error as SQLiteError {
@@ -144,6 +199,7 @@ public final class OwnPlaceStore {
         try database.execute(Self.schema)
         if try !Self.hasDetailsColumn(database) { try database.execute(Self.detailsColumn) }
         try database.execute(Self.commandSchema)
+        try database.execute(Self.presenceSchema)
     }
 
     static func hasDetailsColumn(_ database: Database) throws(SQLiteError) -> Bool {

@@ -179,6 +179,38 @@ private func circle(_ key: String, east: Double, radius: Double, kind: String = 
         #expect(abs(leftAt - 645) < 0.5, "left at \(leftAt)")
         #expect(daemon.boundaries.inside.isEmpty)
     }
+
+    @Test func aRestartInsideAPlaceNeitherEntersItAgainNorMissesLeavingIt() throws {
+        // A van switched off in its depot overnight: the morning's start is no new arrival.
+        let fixture = try OwnFixture()
+        _ = try fixture.daemon.putPlaces(
+            [circle("depot", east: 500, radius: 100), circle("gone", east: 500, radius: 50)], by: root)
+        let start: UInt64 = 10_000_000
+        for second in 0...5 {
+            fixture.daemon.receive(report(second: second, east: 500), at: start + UInt64(second) * 1_000_000)
+        }
+        #expect(fixture.rankings.crossings.map(\.place.id) == ["own:depot", "own:gone"])
+        _ = try fixture.daemon.deletePlaces(["own:gone"], by: root)
+
+        fixture.daemon.close()
+        fixture.daemon = try Daemon(configuration: try fixture.loader.reload(), loop: fixture.loop)
+        let after = Rankings()
+        fixture.daemon.subscribe(after)
+        #expect(fixture.daemon.boundaries.inside == ["own:depot"])
+        for second in 0...5 {
+            fixture.daemon.receive(report(second: second, east: 510), at: start + UInt64(second) * 1_000_000)
+        }
+        #expect(after.crossings.isEmpty)
+        for second in 6...12 {
+            fixture.daemon.receive(report(second: second, east: 700), at: start + UInt64(second) * 1_000_000)
+        }
+        #expect(after.crossings.map(\.transition) == [.left] && after.crossings.map(\.place.id) == ["own:depot"])
+
+        // And the leaving is kept too: the next start is outside.
+        fixture.daemon.close()
+        fixture.daemon = try Daemon(configuration: try fixture.loader.reload(), loop: fixture.loop)
+        #expect(fixture.daemon.boundaries.inside.isEmpty)
+    }
 }
 
 /// Commands from the fleet (`AcceptCommands=yes`), as the fleet adapter hands them to the daemon.

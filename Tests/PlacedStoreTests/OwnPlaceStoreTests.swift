@@ -90,6 +90,19 @@ import Testing
         #expect(try store.command("r2") != nil && store.command("r\(count - 1)") != nil)
     }
 
+    @Test func presenceIsKeptAndADeletedPlaceLosesIt() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("selections.db")
+        let store = OwnPlaceStore(log: try SelectionLog(path: path))
+        try store.put([Self.depot, Self.yard])
+        try store.recordPresence("own:depot", inside: true)
+        try store.recordPresence("own:yard", inside: true)
+        try store.recordPresence("own:yard", inside: false)
+        #expect(try OwnPlaceStore(log: try SelectionLog(path: path)).presence() == ["own:depot"])
+        try store.delete(["own:depot"])
+        #expect(try store.presence().isEmpty)
+    }
+
     @Test func aPlacePutOrDeletedByAClientLosesItsWaypointTime() throws {
         let directory = TemporaryDirectory()
         let store = OwnPlaceStore(log: try SelectionLog(path: directory.file("selections.db")))

@@ -93,6 +93,27 @@ extension Daemon {
         }
     }
 
+    /// The own places the device was inside when placed stopped, of those that still exist: none if
+    /// the log cannot say (each is then entered again after the dwell, as on a first start).
+    static func lastPresence(in store: OwnPlaceStore, of places: OwnPlaceIndex) -> Set<String> {
+        do {
+            return try store.presence().filter(places.contains(id:))
+        } catch {
+            Log.error("cannot read which own places the device was inside: \(error); starting outside all")
+            return []
+        }
+    }
+
+    /// A crossing is kept on disk before it is told (the fleet's durable row is written after this
+    /// loop turn): after a restart the device is inside what it was inside.
+    func keepPresence(_ crossing: BoundaryEvent) {
+        do {
+            try ownPlaceStore.recordPresence(crossing.place.id, inside: crossing.transition == .entered)
+        } catch {
+            Log.error("cannot keep the crossing of \(crossing.place.id): \(error)")
+        }
+    }
+
     /// A change is seen at once: the last location ranked again, as a new generation.
     private func ownPlacesChanged() {
         if let fix = location { rerank(at: fix) }

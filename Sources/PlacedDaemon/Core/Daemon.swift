@@ -82,7 +82,8 @@ public final class Daemon: PlacesService, LocationSink {
         visits = try VisitDetector(settings: configuration.visitSettings, firstID: UInt64(Self.wallClock() * 1000))
         visitPlace = try VisitPlaceTracker(autoSelectThreshold: configuration.autoSelect)
         Log.info("opening hours: evaluated in \(hoursSettings.timeZoneSource)")
-        boundaries = try BoundaryTracker(settings: configuration.boundarySettings)
+        boundaries = try BoundaryTracker(
+            settings: configuration.boundarySettings, inside: Self.lastPresence(in: ownPlaceStore, of: ownPlaces))
         if selections.isReadOnly {
             Log.warning(
                 "selection log \(selections.path) is read-only: selections are refused until it is writable")
@@ -121,7 +122,10 @@ public final class Daemon: PlacesService, LocationSink {
             }
         }
         // Every gated fix counts for the own places' boundaries too: the dwell is a time, not a distance.
-        for crossing in boundaries.consider(fix, places: &ownPlaces) { emit(.boundaryCrossed(crossing)) }
+        for crossing in boundaries.consider(fix, places: &ownPlaces) {
+            keepPresence(crossing)
+            emit(.boundaryCrossed(crossing))
+        }
         guard case let .move(distance) = try? filter.consider(fix) else {
             emit(.located(fix))
             return
