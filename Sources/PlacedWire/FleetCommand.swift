@@ -133,6 +133,9 @@ public struct FleetCommand: Sendable, Equatable {
             guard waypoint.object != nil else { throw bad("not an object") }
             if let type = waypoint["_type"], type.string != "waypoint" { throw bad("_type is not \"waypoint\"") }
             guard let desc = waypoint["desc"]?.string else { throw bad("no desc (a string)") }
+            // A beacon region (uuid, major, minor) has no position in OwnTracks' list: nothing placed can
+            // measure a fix against, so it is left out rather than refusing its neighbours.
+            if waypoint["uuid"] != nil, waypoint["lat"] == nil || waypoint["lon"] == nil { continue }
             guard let latitude = number(waypoint["lat"]), let longitude = number(waypoint["lon"]) else {
                 throw bad("lat and lon must be numbers")
             }

@@ -92,6 +92,20 @@ import Testing
         #expect(bare.put == payload.put && bare.put.map(\.id) == ["own:a"])
     }
 
+    @Test func aBeaconWaypointIsLeftOutNotRefused() throws {
+        // As an iOS device's exported list has them: a beacon region without a position.
+        let point = #"{"desc": "A", "lat": 60.1, "lon": 24.9, "rad": 10, "tst": 5, "rid": "a"}"#
+        let beacon =
+            #"{"desc": "Door", "uuid": "CA271EAE-5FA8-4E80-8F08-2A302A95A959", "major": 1, "minor": 2, "tst": 6}"#
+        let command = try parse(
+            #"{"_type": "cmd", "action": "setWaypoints", "waypoints": [\#(point), \#(beacon)]}"#, .ownTracks)
+        #expect(command.put.map(\.id) == ["own:a"])
+        // A waypoint without a position and no uuid is still a bad one.
+        #expect(
+            refusal(#"{"_type": "cmd", "action": "setWaypoints", "waypoints": [{"desc": "B", "tst": 7}]}"#, .ownTracks)?
+                .kind == .invalidOwnPlace)
+    }
+
     @Test func aBadWaypointNamesItsNumberAndNothingIsTaken() {
         func waypoints(_ list: String) -> String {
             #"{"_type": "cmd", "action": "setWaypoints", "waypoints": [\#(list)]}"#
