@@ -222,7 +222,7 @@ final class BusAdapter: DaemonSubscriber {
                 }
                 return try service.putPlaces(places, by: caller)
             }
-            releaseHeapWhenIdle()
+            heapRelease.schedule()
             return [.uint32(UInt32(put))]
         }
         object.addMethod("DeletePlaces", arguments: [BusArgument("ids", "as"), options], returns: [count]) {
@@ -238,23 +238,13 @@ final class BusAdapter: DaemonSubscriber {
             _ = try Self.options(try call.arguments()[0], allowing: [])
             let caller = try credentials(of: call)
             let text = try serve { try OwnPlace.collection(try service.ownPlaces(by: caller)).serialized() }
-            releaseHeapWhenIdle()
+            heapRelease.schedule()
             return [.string(text)]
         }
     }
 
-    /// A batch's parse or an export's text is megabytes of short-lived values: given back to the
-    /// system a second after the last such call, as the varlink adapter does.
-    private func releaseHeapWhenIdle() {
-        let delay: UInt64 = 1_000_000
-        if let heapRelease {
-            try? heapRelease.schedule(after: delay)
-        } else {
-            heapRelease = try? loop.after(delay) { HeapMemory.releaseFree() }
-        }
-    }
-
-    private var heapRelease: EventSource?
+    /// A batch's parse or an export's text is megabytes of short-lived values.
+    private lazy var heapRelease = IdleHeapRelease(loop: loop)
 
     /// The options of a call, as `declareMethodsWithOptions` reads them.
     private struct CallOptions {

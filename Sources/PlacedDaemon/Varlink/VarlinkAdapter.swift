@@ -14,8 +14,8 @@ final class VarlinkAdapter: DaemonSubscriber {
     private unowned let service: PlacesService
     let server: VarlinkServer
     private let loop: EventLoop
-    /// Fires a second after the last Map reply: see `releaseHeapWhenIdle`.
-    private var heapRelease: EventSource?
+    /// After a Map reply or a batch of own places.
+    private lazy var heapRelease = IdleHeapRelease(loop: loop)
     /// The fleet export's status for `Status` (`fleet`), when it is configured.
     var fleetStatus: (() -> Record?)?
 
@@ -96,18 +96,6 @@ final class VarlinkAdapter: DaemonSubscriber {
     /// (Tests/integration/test_varlink.py: the largest reply reaches a slow reader.)
     static let maxQueuedBytes = 2 * 1024 * 1024
 
-    /// A large Map reply builds megabytes of short-lived values (2,923 features: resident size
-    /// 11 → 17 MB), which the allocator keeps after they are freed. Giving them back costs about a
-    /// millisecond, so it is done once a burst of Map calls is over, not after each.
-    private func releaseHeapWhenIdle() {
-        let delay: UInt64 = 1_000_000
-        if let heapRelease {
-            try? heapRelease.schedule(after: delay)
-        } else {
-            heapRelease = try? loop.after(delay) { HeapMemory.releaseFree() }
-        }
-    }
-
     // MARK: Methods
 
     private func handle(_ call: VarlinkCall) throws {
@@ -150,7 +138,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                     longitude: try call.required("longitude", \.double),
                     radius: try call.required("radius", \.double), by: call.credentials)
                 try call.reply(["features": .array(features.map { $0.geoJSON(language: language) })])
-                releaseHeapWhenIdle()
+                heapRelease.schedule()
             case "Select":
                 try call.rejectUnknownParameters(allowing: ["id"])
                 let marker = try service.select(id: try call.required("id", \.string), by: call.credentials)
@@ -194,7 +182,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                 }
                 let count = try service.putPlaces(places, by: call.credentials)
                 try call.reply(["count": .number(Double(count))])
-                releaseHeapWhenIdle()  // a batch's parse is megabytes of short-lived values, as a Map reply
+                heapRelease.schedule()  // a batch's parse is megabytes of short-lived values, as a Map reply
             case "DeletePlaces":
                 try call.rejectUnknownParameters(allowing: ["ids"])
                 var ids: [String] = []
@@ -211,7 +199,7 @@ final class VarlinkAdapter: DaemonSubscriber {
                 try call.rejectUnknownParameters(allowing: [])
                 let places = try service.ownPlaces(by: call.credentials)
                 try call.reply(["places": .array(places.map(\.geoJSON))])
-                releaseHeapWhenIdle()
+                heapRelease.schedule()
             default:
                 throw VarlinkError.methodNotFound(call.method)
             }
