@@ -63,8 +63,10 @@ public struct PlaceDetails: Sendable, Equatable {
         if key.hasPrefix("description:") {
             return LocalizedName.languageKey(ofSuffix: String(key.dropFirst(12))).map { "description:\($0)" }
         }
+        // Any suffix, but no control character: U+001E and U+001F separate the stored entries, and a key
+        // holding them would come back from the file as other keys.
         for prefix in ["diet:", "payment:"] where key.hasPrefix(prefix) && key.utf8.count > prefix.utf8.count {
-            return key
+            return key.utf8.contains { $0 < 0x20 || $0 == 0x7F } ? nil : key
         }
         return nil
     }

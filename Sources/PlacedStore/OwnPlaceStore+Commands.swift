@@ -47,21 +47,21 @@ extension OwnPlaceStore {
 
     /// The command of `request` if it was applied (and is still remembered).
     public func command(_ request: String) throws(SelectionLogError) -> CommandRecord? {
-        try readingCommands { database throws(SQLiteError) in
+        try reading("fleet_commands") { database -> CommandRecord? in
             let query = try database.prepare("SELECT put, deleted FROM fleet_commands WHERE request = ?")
             try query.bind(request, at: 1)
             guard try query.step() else { return nil }
             return CommandRecord(put: Int(query.int64(at: 0)), deleted: Int(query.int64(at: 1)))
-        }
+        } ?? nil
     }
 
     /// The `tst` of the OwnTracks waypoint that made place `id`, if one did.
     public func waypointTime(of id: String) throws(SelectionLogError) -> Int64? {
-        try readingCommands { database throws(SQLiteError) in
+        try reading("own_place_waypoints") { database -> Int64? in
             let query = try database.prepare("SELECT tst FROM own_place_waypoints WHERE id = ?")
             try query.bind(id, at: 1)
             return try query.step() ? query.int64(at: 0) : nil
-        }
+        } ?? nil
     }
 
     /// Puts `put` and deletes `delete` in one transaction with the request id (and the waypoints'
@@ -117,26 +117,6 @@ extension OwnPlaceStore {
             throw SelectionLogError(error, path: log.path)
         } catch {
             throw .failed(path: log.path, reason: "\(error)")
-        }
-    }
-
-    /// Runs `body` on the current connection once the command tables exist (a read-only log without
-    /// them: nil, nothing was ever applied).
-    private func readingCommands<Result>(_ body: (Database) throws(SQLiteError) -> Result?)
-        throws(SelectionLogError) -> Result?
-    {
-        let (database, _) = try log.currentConnection()
-        do {
-            if database.isReadOnly {
-                let exists = try database.scalarInt64(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'fleet_commands'")
-                if exists == 0 { return nil }
-            } else {
-                try database.execute(Self.commandSchema)
-            }
-            return try body(database)
-        } catch {
-            throw SelectionLogError(error, path: log.path)
         }
     }
 }

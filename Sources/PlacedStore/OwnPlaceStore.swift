@@ -39,15 +39,7 @@ public final class OwnPlaceStore {
     /// Every own place, in id order. A log that could only be opened for reading and has no table yet
     /// holds none.
     public func all() throws(SelectionLogError) -> [OwnPlace] {
-        let (database, _) = try log.currentConnection()
-        do {
-            if database.isReadOnly {
-                let exists = try database.scalarInt64(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'own_places'")
-                if exists == 0 { return [] }
-            } else {
-                try prepare(database)
-            }
+        try reading("own_places") { database in
             // A log only read may have the table from before `details`.
             let details = try Self.hasDetailsColumn(database) ? "details" : "NULL"
             let query = try database.prepare(
@@ -69,33 +61,39 @@ public final class OwnPlaceStore {
             }
             releaseCache(database)
             return places
+        } ?? []
+    }
+
+    /// The ids of the own places the device was inside when placed last stopped (`recordPresence`). A
+    /// log opened read-only without the table knows of none.
+    public func presence() throws(SelectionLogError) -> Set<String> {
+        try reading("own_place_presence") { database in
+            let query = try database.prepare("SELECT id FROM own_place_presence")
+            var ids: Set<String> = []
+            while try query.step() { ids.insert(query.text(at: 0) ?? "") }
+            return ids
+        } ?? []
+    }
+
+    /// Runs `body` on the current connection; nil for a log that has never had `table`. Making the
+    /// tables is tried, not required: a read must not fail on a full disk or a log opened read-only
+    /// (then what is stored is read as it is, a table from before `details` included).
+    func reading<Result>(_ table: String, _ body: (Database) throws -> Result) throws(SelectionLogError)
+        -> Result?
+    {
+        let (database, _) = try log.currentConnection()
+        do {
+            if !database.isReadOnly { try? prepare(database) }
+            let exists = try database.scalarInt64(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '\(table)'")
+            if exists == 0 { return nil }
+            return try body(database)
         } catch let error as SelectionLogError {
             throw error
         } catch let error as SQLiteError {
             throw SelectionLogError(error, path: log.path)
         } catch {
             throw .failed(path: log.path, reason: "\(error)")
-        }
-    }
-
-    /// The ids of the own places the device was inside when placed last stopped (`recordPresence`). A
-    /// log opened read-only without the table knows of none.
-    public func presence() throws(SelectionLogError) -> Set<String> {
-        let (database, _) = try log.currentConnection()
-        do {
-            if database.isReadOnly {
-                let exists = try database.scalarInt64(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'own_place_presence'")
-                if exists == 0 { return [] }
-            } else {
-                try prepare(database)
-            }
-            let query = try database.prepare("SELECT id FROM own_place_presence")
-            var ids: Set<String> = []
-            while try query.step() { ids.insert(query.text(at: 0) ?? "") }
-            return ids
-        } catch {
-            throw SelectionLogError(error, path: log.path)
         }
     }
 

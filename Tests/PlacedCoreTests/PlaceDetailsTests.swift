@@ -51,6 +51,9 @@ import Testing
         #expect(PlaceDetails(encoded: encoded) == details)
         #expect(PlaceDetails().encoded == nil && PlaceDetails(encoded: nil).isEmpty)
         #expect(PlaceDetails(encoded: "no separator\u{1E}k\u{1F}v").tags == ["k": "v"])
+        // A key that holds a separator is not kept: read back, it would be another key (hours unchecked).
+        let forged = PlaceDetails(tags: [(key: "diet:x\u{1E}opening_hours", value: "Mo-Zz")])
+        #expect(forged.isEmpty && PlaceDetails(encoded: forged.encoded) == forged)
     }
 
     @Test func rfc3339() {
