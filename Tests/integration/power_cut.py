@@ -71,18 +71,27 @@ class Selector(threading.Thread):
             return  # the daemon was killed: what was acknowledged is recorded
 
 
+def hours_of(details):
+    """The opening_hours of a row's stored details (`key U+001F value`, joined by U+001E)."""
+    entries = dict(entry.split("\x1f", 1) for entry in (details or "").split("\x1e") if "\x1f" in entry)
+    return entries.get("opening_hours")
+
+
 def stored_own_places(path):
-    """id → name of the own places in the selection log, as placed's next start would load them."""
+    """id → (name, opening_hours) of the own places in the selection log, as placed's next start would
+    load them."""
     with sqlite3.connect(path, timeout=10) as db:
         try:
-            return dict(db.execute("SELECT id, name FROM own_places"))
+            return {id: (name, hours_of(details))
+                    for id, name, details in db.execute("SELECT id, name, details FROM own_places")}
         except sqlite3.OperationalError:
             return {}  # killed before the first put made the table
 
 
 class OwnLedger:
-    """What the acknowledged own-place changes leave: id → name. Every put uses new ids or renames
-    present ones, so each batch's effect can be told from the file alone."""
+    """What the acknowledged own-place changes leave: id → (name, opening_hours). Every put uses new
+    ids or renames present ones, so each batch's effect can be told from the file alone; the hours
+    check that the details column survives a kill too."""
 
     def __init__(self):
         self.present = {}
@@ -103,7 +112,7 @@ class OwnLedger:
         """The batch in flight at the kill: applied wholly (then it counts) or not at all; else a problem."""
         kind, batch = operation
         if kind == "put":
-            applied = [stored.get(id) == name for id, name in batch.items()]
+            applied = [stored.get(id) == value for id, value in batch.items()]
         else:
             applied = [id not in stored for id in batch]
         if all(applied):
@@ -130,30 +139,36 @@ class OwnPlacer(threading.Thread):
         self.pending = None
         self.error = None
 
-    def feature(self, id, name):
+    def feature(self, id, value):
         # Some 10 km from the static position: the rankings the selector picks from stay the same.
-        return {"type": "Feature", "properties": {"id": id, "name": name, "kind": "depot", "radius": 25},
+        name, hours = value
+        return {"type": "Feature",
+                "properties": {"id": id, "name": name, "kind": "depot", "radius": 25, "opening_hours": hours},
                 "geometry": {"type": "Point", "coordinates": [24.80 + self.rng.random() * 0.01, 60.25]}}
 
     def next_operation(self):
         ledger, rng = self.ledger, self.rng
         present = sorted(ledger.present)
+        # Mostly one to three places; now and then 20 to 60, so a kill lands inside a batch's transaction.
+        size = rng.randint(1, 3) if rng.random() < 0.85 else rng.randint(20, 60)
         if len(present) < 8 or rng.random() < 0.55:
             batch = {}
-            for _ in range(rng.randint(1, 3)):
+            for _ in range(size):
                 ledger.serial += 1
+                hours = "Mo-Fr 08:00-%02d:00" % (12 + ledger.serial % 10)
                 if present and rng.random() < 0.3:
-                    batch[rng.choice(present)] = "renamed %d" % ledger.serial
+                    batch[rng.choice(present)] = ("renamed %d" % ledger.serial, hours)
                 else:
-                    batch["own:cut-%d" % ledger.serial] = "site %d" % ledger.serial
+                    batch["own:cut-%d" % ledger.serial] = ("site %d" % ledger.serial, hours)
             return ("put", batch)
-        return ("delete", rng.sample(present, min(len(present), rng.randint(1, 3))))
+        return ("delete", rng.sample(present, min(len(present), size)))
 
     def run(self):
         try:
             with VarlinkSocket(self.socket_path, timeout=10) as connection:
                 places = connection.call("io.placed.Places.OwnPlaces")["places"]
-                self.loaded = {p["properties"]["id"]: p["properties"]["name"] for p in places}
+                self.loaded = {p["properties"]["id"]: (p["properties"]["name"], p["properties"].get("opening_hours"))
+                               for p in places}
                 while True:
                     operation = self.next_operation()
                     kind, batch = operation
@@ -291,10 +306,15 @@ def import_cuts(placed_bin, placectl_bin, extract, places_db, work, cycles, seed
     started = time.monotonic()
     try:
         before = rank(placed.socket)
-        clock = time.monotonic()
-        subprocess.run([placectl_bin, "import", extract, "--db", work / "timing.db"], check=True,
-                       capture_output=True)
-        duration = time.monotonic() - clock
+        # The faster of two: a first import from a cold page cache is slower, and kills timed by it
+        # would mostly come after the later imports were done.
+        durations = []
+        for _ in range(2):
+            clock = time.monotonic()
+            subprocess.run([placectl_bin, "import", extract, "--db", work / "timing.db"], check=True,
+                           capture_output=True)
+            durations.append(time.monotonic() - clock)
+        duration = min(durations)
         completed = 0
         for cycle in range(cycles):
             proc = subprocess.Popen([placectl_bin, "import", extract, "--db", target],
@@ -340,6 +360,8 @@ def main():
         places_db = work / "helsinki.db"
         subprocess.run([placectl_bin, "import", extract, "--db", places_db], check=True, capture_output=True)
         figures = selection_cuts(placed_bin, places_db, work, args.cycles, args.seed)
+        if figures["own in flight applied"] == 0 or figures["own in flight not applied"] == 0:
+            figures["problems"].append("no kill landed in an own-place batch both ways: the loop tested less")
         print(json.dumps(figures))
         figures_import = import_cuts(placed_bin, placectl_bin, extract, places_db, work, args.imports, args.seed)
         print(json.dumps(figures_import))
