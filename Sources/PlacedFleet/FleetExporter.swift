@@ -671,16 +671,9 @@ public final class FleetExporter {
         let stamp = FleetStamp.now(gpsTime: fix.time)
         enqueue(stateMessage(stamp), durable: false)
         if settings.ownTracks {
-            let tid = FleetPayload.trackerID(device: device)
             enqueue(
-                { [device, ownTracksTopic] sequence in
-                    Outbox.Message(
-                        kind: .location, topic: ownTracksTopic,
-                        payload: FleetPayload.ownTracksLocation(
-                            fix: fix, tid: tid, id: FleetPayload.messageID(device: device, sequence: sequence),
-                            stamp: stamp),
-                        retained: true, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
-                        clockSynchronized: stamp.clockSynchronized)
+                ownTracksMessage(.location, topic: ownTracksTopic, stamp: stamp, retained: true) { tid, id in
+                    FleetPayload.ownTracksLocation(fix: fix, tid: tid, id: id, stamp: stamp)
                 }, durable: false)
         }
     }
@@ -706,17 +699,11 @@ public final class FleetExporter {
         enqueue(message(.visit, topic: visitTopic, record: record, stamp: stamp), durable: true)
         enqueue(stateMessage(stamp), durable: true)
         if settings.ownTracks {
-            let tid = FleetPayload.trackerID(device: device)
             enqueue(
-                { [device, ownTracksEventTopic] sequence in
-                    Outbox.Message(
-                        kind: .visit, topic: ownTracksEventTopic,
-                        payload: FleetPayload.ownTracksTransition(
-                            event, place: visit.placeName ?? "", coordinate: visit.coordinate,
-                            accuracy: visit.accuracy, visitStart: visit.start, tid: tid,
-                            id: FleetPayload.messageID(device: device, sequence: sequence), stamp: stamp),
-                        retained: false, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
-                        clockSynchronized: stamp.clockSynchronized)
+                ownTracksMessage(.visit, topic: ownTracksEventTopic, stamp: stamp) { tid, id in
+                    FleetPayload.ownTracksTransition(
+                        event, place: visit.placeName ?? "", coordinate: visit.coordinate, accuracy: visit.accuracy,
+                        visitStart: visit.start, tid: tid, id: id, stamp: stamp)
                 }, durable: true)
         }
     }
@@ -730,18 +717,28 @@ public final class FleetExporter {
         record["place"] = record.removeValue(forKey: "id")
         enqueue(message(.transition, topic: transitionTopic, record: record, stamp: stamp), durable: true)
         if settings.ownTracks {
-            let tid = FleetPayload.trackerID(device: device)
             enqueue(
-                { [device, ownTracksEventTopic] sequence in
-                    Outbox.Message(
-                        kind: .transition, topic: ownTracksEventTopic,
-                        payload: FleetPayload.ownTracksRegionTransition(
-                            transition.event, place: transition.placeName, key: transition.key,
-                            waypointTime: transition.waypointTime, fix: transition.fix, tid: tid,
-                            id: FleetPayload.messageID(device: device, sequence: sequence), stamp: stamp),
-                        retained: false, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
-                        clockSynchronized: stamp.clockSynchronized)
+                ownTracksMessage(.transition, topic: ownTracksEventTopic, stamp: stamp) { tid, id in
+                    FleetPayload.ownTracksRegionTransition(
+                        transition.event, place: transition.placeName, key: transition.key,
+                        waypointTime: transition.waypointTime, fix: transition.fix, tid: tid, id: id, stamp: stamp)
                 }, durable: true)
+        }
+    }
+
+    /// An OwnTracks message: its payload made from the tracker id and the message's `_id`, which is
+    /// known only once the outbox numbers it.
+    private func ownTracksMessage(
+        _ kind: Outbox.Kind, topic: String, stamp: FleetStamp, retained: Bool = false,
+        payload: @escaping (_ tid: String, _ id: String) -> [UInt8]
+    ) -> (Int64) -> Outbox.Message {
+        let tid = FleetPayload.trackerID(device: device)
+        return { [device] sequence in
+            Outbox.Message(
+                kind: kind, topic: topic,
+                payload: payload(tid, FleetPayload.messageID(device: device, sequence: sequence)),
+                retained: retained, systemTime: stamp.systemTime, gpsTime: stamp.gpsTime,
+                clockSynchronized: stamp.clockSynchronized)
         }
     }
 
