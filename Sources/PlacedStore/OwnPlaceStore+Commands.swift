@@ -77,16 +77,8 @@ extension OwnPlaceStore {
             let record = try database.transaction {
                 let insert = try statements.statement(Self.putSQL, on: database)
                 for place in put { try Self.insert(place, with: insert) }
-                let remove = try statements.statement("DELETE FROM own_places WHERE id = ?", on: database)
-                var deleted = 0
-                for id in delete {
-                    defer { remove.reset() }
-                    try remove.bind(id, at: 1)
-                    _ = try remove.step()
-                    deleted += database.changes
-                }
-                try Self.forgetWaypointTimes(of: put.map(\.id) + delete, database, statements)
-                try Self.forgetPresence(of: delete, database, statements)
+                let deleted = try Self.deleteRows(of: delete, database, statements)
+                try Self.forgetWaypointTimes(of: put.map(\.id), database, statements)
                 let keep = try statements.statement(
                     "INSERT INTO own_place_waypoints(id, tst) VALUES(?, ?)", on: database)
                 for (id, tst) in waypointTimes.sorted(by: { $0.key < $1.key }) {

@@ -114,6 +114,24 @@ public final class OwnPlaceStore {
         }
     }
 
+    /// Deletes the places of `ids` and what is kept beside them (waypoint times, presence), inside the
+    /// caller's transaction; returns how many places there were.
+    static func deleteRows(of ids: [String], _ database: Database, _ statements: StatementCache)
+        throws(SQLiteError) -> Int
+    {
+        let delete = try statements.statement("DELETE FROM own_places WHERE id = ?", on: database)
+        var count = 0
+        for id in ids {
+            defer { delete.reset() }
+            try delete.bind(id, at: 1)
+            _ = try delete.step()
+            count += database.changes
+        }
+        try forgetWaypointTimes(of: ids, database, statements)
+        try forgetPresence(of: ids, database, statements)
+        return count
+    }
+
     /// A deleted place is no longer one the device is inside.
     static func forgetPresence(of ids: [String], _ database: Database, _ statements: StatementCache)
         throws(SQLiteError)
@@ -152,19 +170,7 @@ public final class OwnPlaceStore {
         let (database, statements) = try log.writableConnection()
         do {
             try prepare(database)
-            let delete = try statements.statement("DELETE FROM own_places WHERE id = ?", on: database)
-            return try database.transaction {
-                var count = 0
-                for id in ids {
-                    defer { delete.reset() }
-                    try delete.bind(id, at: 1)
-                    _ = try delete.step()
-                    count += database.changes
-                }
-                try Self.forgetWaypointTimes(of: ids, database, statements)
-                try Self.forgetPresence(of: ids, database, statements)
-                return count
-            }
+            return try database.transaction { try Self.deleteRows(of: ids, database, statements) }
         } catch let error as SQLiteError {
             throw SelectionLogError(error, path: log.path)
         } catch {
