@@ -103,12 +103,8 @@ extension OwnPlaceStore {
                 return record
             }
             return record
-        } catch let error as SelectionLogError {
-            throw error
-        } catch let error as SQLiteError {
-            throw SelectionLogError(error, path: log.path)
         } catch {
-            throw .failed(path: log.path, reason: "\(error)")
+            throw failure(error)
         }
     }
 }

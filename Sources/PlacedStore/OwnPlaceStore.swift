@@ -88,12 +88,8 @@ public final class OwnPlaceStore {
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '\(table)'")
             if exists == 0 { return nil }
             return try body(database)
-        } catch let error as SelectionLogError {
-            throw error
-        } catch let error as SQLiteError {
-            throw SelectionLogError(error, path: log.path)
         } catch {
-            throw .failed(path: log.path, reason: "\(error)")
+            throw failure(error)
         }
     }
 
@@ -132,6 +128,16 @@ public final class OwnPlaceStore {
         return count
     }
 
+    /// What a store call throws for an error raised inside it: the log's own as it is, SQLite's with the
+    /// log's path, anything else as a failure.
+    func failure(_ error: any Error) -> SelectionLogError {
+        switch error {
+        case let error as SelectionLogError: error
+        case let error as SQLiteError: SelectionLogError(error, path: log.path)
+        default: .failed(path: log.path, reason: "\(error)")
+        }
+    }
+
     /// A deleted place is no longer one the device is inside.
     static func forgetPresence(of ids: [String], _ database: Database, _ statements: StatementCache)
         throws(SQLiteError)
@@ -156,10 +162,8 @@ public final class OwnPlaceStore {
                 try Self.forgetWaypointTimes(of: places.map(\.id), database, statements)
             }
             releaseCache(database)
-        } catch let error as SQLiteError {
-            throw SelectionLogError(error, path: log.path)
         } catch {
-            throw .failed(path: log.path, reason: "\(error)")
+            throw failure(error)
         }
     }
 
@@ -171,10 +175,8 @@ public final class OwnPlaceStore {
         do {
             try prepare(database)
             return try database.transaction { try Self.deleteRows(of: ids, database, statements) }
-        } catch let error as SQLiteError {
-            throw SelectionLogError(error, path: log.path)
         } catch {
-            throw .failed(path: log.path, reason: "\(error)")
+            throw failure(error)
         }
     }
 
