@@ -43,13 +43,25 @@ def free_port():
 
 
 class GpsFake:
-    """gpsd fed by gpsfake replaying an NMEA log once (-1), at 115200 baud, 20 ms per sentence."""
+    """gpsd fed by gpsfake replaying an NMEA log once (-1), at 115200 baud, 20 ms per sentence.
+
+    The replay begins when a client sends gpsd a WATCH, not when gpsd is ready: on a loaded machine
+    placed once connected after a whole short log had gone by, and saw none of it. gpsfake holds each
+    sentence until it reads a line (-l -i); gpsd's client log (-D 4) tells when a watch came."""
+
+    WATCH = re.compile(r'<= client\(\d+\): \?WATCH=\{"enable":true')
 
     def __init__(self, log, port, cycle=0.02):
         self.port = port
+        with open(log, "rb") as f:
+            self.sentences = sum(1 for _ in f)
         self.proc = subprocess.Popen(
-            ["gpsfake", "-1", "-q", "-n", "-P", str(port), "-S", "-s", "115200", "-c", str(cycle), str(log)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            ["gpsfake", "-1", "-q", "-n", "-l", "-i", "-D", "4", "-P", str(port), "-S", "-s", "115200",
+             "-c", str(cycle), str(log)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        self.log = []  # gpsd's and gpsfake's stderr, drained as it comes: a full pipe would stall gpsd
+        self.watched = threading.Event()
+        threading.Thread(target=self._follow, daemon=True).start()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # gpsd listens once gpsfake is ready
             try:
@@ -57,9 +69,22 @@ class GpsFake:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError("gpsfake exited: " + self.proc.stderr.read().decode())
+                    time.sleep(0.2)  # the rest of its last words
+                    raise RuntimeError("gpsfake exited: " + "".join(self.log[-20:]))
                 time.sleep(0.05)
         raise RuntimeError("gpsd from gpsfake did not listen on port %d" % port)
+
+    def _follow(self):
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace")
+            self.log.append(line)
+            if not self.watched.is_set() and self.WATCH.search(line):
+                self.watched.set()
+                try:  # one line per sentence, and one spare: gpsfake reads them as it goes
+                    self.proc.stdin.write(b"\n" * (self.sentences + 1))
+                    self.proc.stdin.flush()
+                except (OSError, ValueError):  # gpsfake already ended, or stop() closed the pipe
+                    pass
 
     def wait(self, timeout):
         """Wait for the replay to end; after -1 gpsfake may linger, so end it by its PID."""
@@ -77,6 +102,7 @@ class GpsFake:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        self.proc.stdin.close()
 
 
 MOVE = re.compile(r"move (\d+) at (-?[\d.]+),(-?[\d.]+)")
