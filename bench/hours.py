@@ -25,7 +25,7 @@ INSTANTS = 50
 
 def main():
     with tempfile.TemporaryDirectory() as work:
-        values = helsinki_values(pathlib.Path(work))
+        values = sorted(helsinki_values(pathlib.Path(work)))
         listing = pathlib.Path(work) / "values.txt"
         listing.write_text("\n".join(values) + "\n")
         out = subprocess.run([BENCH, "hours", "--zone", ZONE_FILE, "--time", listing, "--instants", str(INSTANTS)],
