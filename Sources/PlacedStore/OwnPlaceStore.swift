@@ -128,14 +128,9 @@ public final class OwnPlaceStore {
         return count
     }
 
-    /// What a store call throws for an error raised inside it: the log's own as it is, SQLite's with the
-    /// log's path, anything else as a failure.
+    /// What a store call throws for an error raised inside it (`SelectionLogError(raisedInside:)`).
     func failure(_ error: any Error) -> SelectionLogError {
-        switch error {
-        case let error as SelectionLogError: error
-        case let error as SQLiteError: SelectionLogError(error, path: log.path)
-        default: .failed(path: log.path, reason: "\(error)")
-        }
+        SelectionLogError(raisedInside: error, path: log.path)
     }
 
     /// A deleted place is no longer one the device is inside.

@@ -26,6 +26,16 @@ public enum SelectionLogError: Error, Equatable, CustomStringConvertible {
         default: self = .failed(path: path, reason: error.message)
         }
     }
+
+    /// What a store call throws for an error raised inside it: the log's own as it is, SQLite's with the
+    /// log's path, anything else as a failure.
+    init(raisedInside error: any Error, path: String) {
+        switch error {
+        case let error as SelectionLogError: self = error
+        case let error as SQLiteError: self.init(error, path: path)
+        default: self = .failed(path: path, reason: "\(error)")
+        }
+    }
 }
 
 /// The durable log of selections, in its own SQLite file beside the places database (which an import
@@ -234,12 +244,8 @@ public final class SelectionLog {
                 try alongside(recorded)
                 return recorded
             }
-        } catch let error as SelectionLogError {
-            throw error
-        } catch let error as SQLiteError {
-            throw SelectionLogError(error, path: path)
         } catch {
-            throw .failed(path: path, reason: "\(error)")
+            throw SelectionLogError(raisedInside: error, path: path)
         }
         counts[marker.place.place.id, default: 0] += 1
         return recorded
