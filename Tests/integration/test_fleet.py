@@ -208,6 +208,8 @@ def test_owntracks_consumers_see_the_device_and_its_visit(tmp_path, start, clean
     wait_until(lambda: any("visit" in line and "ended" in line for line in placed.lines), 150, "the visit's end")
     placed.wait_fleet(drained, 30, "everything out")
     topic = "owntracks/%s/%s" % (user, device)
+    # The broker acknowledged it all; the subscriber hears it a moment later.
+    wait_until(lambda: sum(t == topic + "/event" for t, _ in subscriber.received()) >= 2, 30, "both transitions heard")
     locations = [json.loads(p) for t, p in subscriber.received() if t == topic]
     transitions = [json.loads(p) for t, p in subscriber.received() if t == topic + "/event"]
     assert locations, "no location on %s: %s" % (topic, [t for t, _ in subscriber.received()])
