@@ -1,6 +1,7 @@
 """A drive through Debian's gpsd inside the container, fed by gpsfake, to the installed placed at its
 default log level: the moves come through, and the journal stays short (flash storage)."""
 import json
+import re
 import sys
 import time
 
@@ -20,19 +21,40 @@ def generation(service):
     return json.loads(service.run("placectl", "--json", "status").stdout).get("generation", 0)
 
 
+WATCH = re.compile(r'<= client\(\d+\): \?WATCH=\{"enable":true')
+
+
+def watches(container, cursor):
+    """How many clients asked gpsfake's gpsd to watch since `cursor` (its -D 4 client log)."""
+    return sum(1 for e in container.journal(cursor=cursor) if e.get("_SYSTEMD_UNIT") == "gpsfake-drive.service"
+               and WATCH.search(str(e.get("MESSAGE", ""))))
+
+
 @pytest.fixture(scope="module")
 def drive(container, deb):
-    """placed on gpsd (its default source) while gpsfake replays the drive once; what it left."""
+    """placed on gpsd (its default source) while gpsfake replays the drive once; what it left.
+
+    The replay starts when placed watches, as the integration tests' GpsFake does: gpsfake holds each
+    sentence until it reads a line (-l -i), here from a FIFO that a second unit keeps open, and
+    gpsd's client log (-D 4) in the journal says when placed's WATCH came. Started at once, the
+    replay raced placed's reload and the test had to allow for moves lost before it connected."""
     set_up_service(container, deb, static=False)
     log = container.put(DRIVE, "/var/tmp/helsinki-drive.nmea")
-    container.run("systemd-run", "--unit=gpsfake-drive", "--collect", "--property=Type=exec", "--", "gpsfake", "-1",
-                  "-q", "-n", "-P", PORT, "-S", "-s", "115200", "-c", "0.02", log)
-    container.wait_for(lambda: container.run("gpspipe", "-w", "-n", "1", "localhost:%d" % PORT, check=False,
-                                             timeout=10).returncode == 0, 10, "gpsd from gpsfake")
-    first = generation(container)
+    sentences = sum(1 for _ in open(DRIVE, "rb"))
+    container.run("mkfifo", "/run/gpsfake-drive.in")
     cursor = container.cursor()
+    container.run("systemd-run", "--unit=gpsfake-drive", "--collect", "--property=Type=exec", "--", "sh", "-c",
+                  "exec gpsfake -1 -q -n -l -i -D 4 -P %d -S -s 115200 -c 0.02 %s < /run/gpsfake-drive.in"
+                  % (PORT, log))
+    container.run("systemd-run", "--unit=gpsfake-drive-input", "--collect", "--", "sh", "-c",
+                  "exec sleep infinity > /run/gpsfake-drive.in")
+    container.wait_for(lambda: container.run("ss", "-Hltn", "sport = :%d" % PORT).stdout.strip(), 10,
+                       "gpsd from gpsfake")  # listening; a probe that watched would count as placed
+    first = generation(container)
     write_drop_in(container, "20-gpsfake.conf", "[Location]\nGPSD=localhost:%d\n" % PORT)
     container.run("systemctl", "reload", "placed")
+    container.wait_for(lambda: watches(container, cursor) >= 1, 20, "placed to watch gpsfake's gpsd")
+    container.sh("yes '' | head -n %d > /run/gpsfake-drive.in" % (sentences + 1))  # the replay, in full
     expected = nmea.moves(nmea.fixes(DRIVE), 50)
     started, last, changed = time.monotonic(), first, time.monotonic()
     while time.monotonic() - started < 120:
@@ -43,7 +65,7 @@ def drive(container, deb):
             break
         time.sleep(0.5)
     # After -1 gpsfake may linger, and a SIGTERM can leave it hanging: end it and its gpsd at once.
-    container.run("systemctl", "kill", "--signal=SIGKILL", "gpsfake-drive", check=False)
+    container.run("systemctl", "kill", "--signal=SIGKILL", "gpsfake-drive", "gpsfake-drive-input", check=False)
     status = json.loads(container.run("placectl", "--json", "status").stdout)
     lines = [e for e in container.journal(cursor=cursor) if e.get("_SYSTEMD_UNIT") == "placed.service"]
     return {"moves": last - first, "expected": expected, "status": status, "lines": lines}
@@ -52,8 +74,8 @@ def drive(container, deb):
 def test_gpsd_through_gpsfake_gives_the_drive_s_moves(drive):
     expected = drive["expected"]
     assert len(expected) >= 70
-    # gpsfake starts feeding as gpsd listens; placed connects right after, before the first fix.
-    assert len(expected) - 2 <= drive["moves"] <= len(expected), \
+    # The replay starts once placed watches: every move of the drive, no fewer.
+    assert drive["moves"] == len(expected), \
         "placed moved %d times, the NMEA has %d moves" % (drive["moves"], len(expected))
     location = drive["status"]["location"]
     _, latitude, longitude = expected[-1]
