@@ -182,23 +182,28 @@ def generated_values(count, seed=34):
     return sorted(values)
 
 
-def helsinki_values(tmp_path, named_only=False):
-    """Every distinct opening_hours value of the Helsinki extract (osmium, OPL's %xx% escapes undone),
-    with how many elements carry each; with `named_only`, of the elements with a `name` only."""
+def helsinki_elements(tmp_path):
+    """(opening_hours value, has a name) of every element of the Helsinki extract with the tag (osmium,
+    OPL's %xx% escapes undone)."""
     filtered = tmp_path / "opening_hours.osm.pbf"
     subprocess.run(["osmium", "tags-filter", HELSINKI, "opening_hours", "-o", filtered, "--overwrite"],
                    check=True, capture_output=True)
     opl = subprocess.run(["osmium", "cat", "-f", "opl", filtered], check=True, capture_output=True,
                          text=True).stdout
     unescape = lambda text: re.sub(r"%([0-9a-f]+)%", lambda m: chr(int(m.group(1), 16)), text)
-    elements = collections.Counter()
+    elements = []
     for line in opl.splitlines():
         fields = next((field[1:] for field in line.split(" ") if field.startswith("T")), "")
         tags = dict((unescape(key), unescape(value)) for key, _, value in
                     (pair.partition("=") for pair in fields.split(",")))
-        if "opening_hours" in tags and (tags.get("name") or not named_only):
-            elements[tags["opening_hours"]] += 1
+        if "opening_hours" in tags:
+            elements.append((tags["opening_hours"], bool(tags.get("name"))))
     return elements
+
+
+def helsinki_values(tmp_path):
+    """Every distinct opening_hours value of the Helsinki extract, with how many elements carry each."""
+    return collections.Counter(value for value, _ in helsinki_elements(tmp_path))
 
 
 @pytest.fixture(scope="module")
@@ -335,7 +340,9 @@ def compare(name, values, moments, bench, kopeninghours, holidays):
 
 
 def test_helsinki_values_against_both_oracles(tmp_path, bench, kopeninghours, finnish_holidays):
-    elements = helsinki_values(tmp_path)
+    tagged_elements = helsinki_elements(tmp_path)
+    elements = collections.Counter(value for value, _ in tagged_elements)
+    named = collections.Counter(value for value, has_name in tagged_elements if has_name)
     values = sorted(elements)
     assert len(values) > 300  # the extract's count; fewer means the extraction broke
     moments = [local(text) for text in instants()]
@@ -345,19 +352,21 @@ def test_helsinki_values_against_both_oracles(tmp_path, bench, kopeninghours, fi
     # Every value either oracle parses, placed parses too; and at least as many as each oracle.
     assert not (parsed["KOpeningHours"] | parsed["opening-hours-py"]) - parsed["placed"]
     assert rates["placed"] >= max(rates["KOpeningHours"], rates["opening-hours-py"])
-    # The goal's values are the issue's count: the 366 distinct values of the extract's named elements
-    # (545 of them), which are the ones placed can serve, as a place needs a name.
-    named = helsinki_values(tmp_path, named_only=True)
+    # The goal over every value, named or not, is printed below and not met: 98.94 %, the values left
+    # being prose or cut off, unparsed by both oracles too. Held here: the values of named elements,
+    # the issue's own count (366 distinct, 545 elements) and the ones placed can serve, as a place
+    # needs a name, stay at 99 % or more.
     named_unparsed = [value for value in named if value in unparsed]
     named_rate = 1 - len(named_unparsed) / len(named)
-    print(f"Helsinki parse rate goal {PARSE_RATE_GOAL:.0%}: placed {named_rate:.2%} of the {len(named)} distinct "
+    print(f"Helsinki, named elements: placed parses {named_rate:.2%} of the {len(named)} distinct "
           f"values of named elements ({sum(named.values())} elements, "
           f"{1 - sum(named[value] for value in named_unparsed) / sum(named.values()):.2%} of them); "
           + ", ".join(f"{oracle} {len(parsed[oracle] & set(named)) / len(named):.2%}"
                       for oracle in ("KOpeningHours", "opening-hours-py"))
           + f"; placed's unparsed {named_unparsed}")
     tagged = sum(elements.values())
-    print(f"Helsinki, every element with opening_hours, named or not ({tagged}): placed parses "
+    print(f"Helsinki parse rate goal {PARSE_RATE_GOAL:.0%}, every element with opening_hours, named or not "
+          f"({tagged}): placed parses "
           f"{rates['placed']:.2%} of the {len(values)} distinct values ({len(unparsed)} unparsed, each unparsed "
           f"by both oracles too), {1 - sum(elements[value] for value in unparsed) / tagged:.2%} of the elements")
     assert named_rate >= PARSE_RATE_GOAL

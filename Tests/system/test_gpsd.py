@@ -24,10 +24,10 @@ def generation(service):
 WATCH = re.compile(r'<= client\(\d+\): \?WATCH=\{"enable":true')
 
 
-def watches(container, cursor):
-    """How many clients asked gpsfake's gpsd to watch since `cursor` (its -D 4 client log)."""
-    return sum(1 for e in container.journal(cursor=cursor) if e.get("_SYSTEMD_UNIT") == "gpsfake-drive.service"
-               and WATCH.search(str(e.get("MESSAGE", ""))))
+def watched(container, cursor):
+    """Whether a client asked gpsfake's gpsd to watch since `cursor` (its -D 4 client log)."""
+    return any(e.get("_SYSTEMD_UNIT") == "gpsfake-drive.service" and WATCH.search(str(e.get("MESSAGE", "")))
+               for e in container.journal(cursor=cursor))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def drive(container, deb):
     replay raced placed's reload and the test had to allow for moves lost before it connected."""
     set_up_service(container, deb, static=False)
     log = container.put(DRIVE, "/var/tmp/helsinki-drive.nmea")
-    sentences = sum(1 for _ in open(DRIVE, "rb"))
+    sentences = len(DRIVE.read_bytes().splitlines())
     container.run("mkfifo", "/run/gpsfake-drive.in")
     cursor = container.cursor()
     container.run("systemd-run", "--unit=gpsfake-drive", "--collect", "--property=Type=exec", "--", "sh", "-c",
@@ -53,7 +53,7 @@ def drive(container, deb):
     first = generation(container)
     write_drop_in(container, "20-gpsfake.conf", "[Location]\nGPSD=localhost:%d\n" % PORT)
     container.run("systemctl", "reload", "placed")
-    container.wait_for(lambda: watches(container, cursor) >= 1, 20, "placed to watch gpsfake's gpsd")
+    container.wait_for(lambda: watched(container, cursor), 20, "placed to watch gpsfake's gpsd")
     container.sh("yes '' | head -n %d > /run/gpsfake-drive.in" % (sentences + 1))  # the replay, in full
     expected = nmea.moves(nmea.fixes(DRIVE), 50)
     started, last, changed = time.monotonic(), first, time.monotonic()
